@@ -1,0 +1,72 @@
+"""Natural keys that collapse redelivered decisions (SPEC §3).
+
+A producer may resend a decision with a regenerated ``decision_id`` and a new
+``captured_at``; what identifies the developer's act is the tuple below. Keys are hashed so
+a session's collapse table stays small however long the values are.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import orjson
+
+from stream_app.models.timestamps import instant_ns
+
+
+def _digest(kind: str, parts: list[Any]) -> str:
+    return hashlib.blake2b(orjson.dumps([kind, *parts]), digest_size=16).hexdigest()
+
+
+def natural_key(d: dict[str, Any]) -> str:
+    occurred = instant_ns(d["occurred_at"])
+    if d["agent_harness"] == "claude-code" and d["call_id"] is not None:
+        # A tool-use id is unique per row, so the file path is not part of the identity.
+        return _digest(
+            "tool-use",
+            [
+                d["org_id"],
+                d["agent_harness"],
+                d["session_id"],
+                d["accepted"],
+                d["explicit"],
+                d["interaction_mode"],
+                occurred,
+                d["call_id"],
+            ],
+        )
+    delay = d["observation_delay_ms"]
+    return _digest(
+        "edit",
+        [
+            d["org_id"],
+            d["agent_harness"],
+            d["session_id"],
+            d["file_path"],
+            d["accepted"],
+            d["explicit"],
+            d["interaction_mode"],
+            occurred,
+            d["call_id"] if d["call_id"] is not None else "",
+            delay if delay is not None else -1,
+        ],
+    )
+
+
+def codex_sibling(d: dict[str, Any]) -> str | None:
+    """Codex resends a decision without its file; this key pairs the resend with the original."""
+    if d["agent_harness"] != "codex" or d["call_id"] is None:
+        return None
+    return _digest(
+        "codex",
+        [
+            d["org_id"],
+            d["session_id"],
+            d["accepted"],
+            d["explicit"],
+            d["interaction_mode"],
+            instant_ns(d["occurred_at"]),
+            d["call_id"],
+        ],
+    )

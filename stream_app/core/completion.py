@@ -1,0 +1,29 @@
+"""The ``completion`` of a Turn: the model's output as plain text (SPEC §4)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+
+def _string_leaves(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key in sorted(value):
+            yield from _string_leaves(value[key])
+    elif isinstance(value, list):
+        for item in value:
+            yield from _string_leaves(item)
+
+
+def render_completion(message: dict[str, Any]) -> str:
+    """Text parts and tool-call argument strings, in part order; reasoning and results excluded."""
+    pieces: list[str] = []
+    for part in message["parts"]:
+        kind = part["type"]
+        if kind == "text":
+            pieces.append(part["content"])
+        elif kind == "tool_call":
+            pieces.extend(_string_leaves(part["arguments"]))
+    return "\n".join(piece for piece in pieces if piece)

@@ -1,0 +1,37 @@
+"""Bounded state (SPEC §4): idle sessions and turns past the late-decision window go.
+
+A decision still waiting when its session goes is dead-lettered, so nothing vanishes.
+"""
+
+from __future__ import annotations
+
+from stream_app.core.dead_letter import dead_letter
+from stream_app.core.policy import Policy
+from stream_app.core.records import Outputs
+from stream_app.core.session import SessionState
+from stream_app.models.dead_letter import Reason
+
+
+def expire(state: SessionState, policy: Policy, now: float) -> tuple[SessionState | None, Outputs]:
+    out = Outputs()
+    idle = now - state.last_seen
+    if idle > policy.session_ttl_seconds:
+        for waiting in state.waiting:
+            error = (
+                f"no turn of session {state.session_id!r} reached call_id {waiting.call_id!r} "
+                f"before the session expired (idle {idle:.0f} s > "
+                f"{policy.session_ttl_seconds:.0f} s)"
+            )
+            out.dead_letters.append(
+                dead_letter(waiting.origin, Reason.ORPHANED_DECISION, error, now)
+            )
+            out.counts[f"dead_letter:{Reason.ORPHANED_DECISION.value}"] += 1
+        out.counts["pending_messages_expired"] += len(state.pending)
+        out.counts["sessions_expired"] += 1
+        return None, out
+    horizon = now - policy.late_decision_window_seconds
+    stale = [key for key, turn in state.turns.items() if turn.emitted_at < horizon]
+    for key in stale:
+        del state.turns[key]
+    out.counts["turns_closed"] += len(stale)
+    return state, out

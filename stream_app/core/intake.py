@@ -1,0 +1,115 @@
+"""Decoding one source record (SPEC §2, §3, §6): everything that needs no session state.
+
+A record leaves here either as a session-keyed input or as a dead letter naming the field
+that was wrong; the state-bearing half of the pipeline never sees bad input.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from stream_app.core.collapse import codex_sibling, natural_key
+from stream_app.core.dead_letter import rejected
+from stream_app.core.policy import Policy
+from stream_app.core.records import (
+    Origin,
+    Outputs,
+    SessionDecision,
+    SessionInput,
+    SessionMessage,
+    SourceRecord,
+)
+from stream_app.core.redaction import redact
+from stream_app.core.tenant import normalize_org
+from stream_app.core.translate import identity, inference_call_id, inference_message
+from stream_app.models.dead_letter import Reason
+from stream_app.models.decision import DECISION_FIELDS, DecisionPayload
+from stream_app.models.message import LLMMessagePublishedEvent
+
+
+class _Rejected(Exception):
+    def __init__(self, reason: Reason, error: str) -> None:
+        super().__init__(error)
+        self.reason = reason
+        self.error = error
+
+
+def _describe(exc: ValidationError) -> str:
+    """The first error, with the path of the field it is about."""
+    first = exc.errors(include_url=False)[0]
+    where = ".".join(str(p) for p in first["loc"]) or "(record)"
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"{where}: {first['msg']}{more}"
+
+
+def _parse(record: SourceRecord, policy: Policy) -> Any:
+    if record.value is None:
+        raise _Rejected(Reason.INVALID_JSON, "record has no value (a tombstone)")
+    if len(record.value) > policy.max_record_bytes:
+        raise _Rejected(
+            Reason.TOO_LARGE,
+            f"value is {len(record.value)} bytes, over the {policy.max_record_bytes}-byte limit",
+        )
+    try:
+        return orjson.loads(record.value)
+    except orjson.JSONDecodeError as exc:
+        raise _Rejected(Reason.INVALID_JSON, f"value is not JSON: {exc}") from None
+
+
+def _bind_tenant(org_id: str | None, field: str, policy: Policy) -> None:
+    if org_id is not None and normalize_org(org_id) != policy.org_id:
+        raise _Rejected(
+            Reason.TENANT_MISMATCH,
+            f"{field} {org_id!r} is not this deployment's org {policy.org_id!r}",
+        )
+
+
+def _message(doc: Any, counts: Counter[str], policy: Policy) -> SessionMessage:
+    event = LLMMessagePublishedEvent.model_validate(doc)
+    _bind_tenant(event.orgId, "orgId", policy)
+    message = event.message
+    session = event.conversationId
+    completes = message.role == "assistant" and bool(message.finishReason)
+    return SessionMessage(
+        session_id=session,
+        identity=identity(message),
+        sequence=message.sequence,
+        message=inference_message(message, counts),
+        inference_call_id=inference_call_id(session, message, doc["message"])
+        if completes
+        else None,
+    )
+
+
+def _decision(doc: Any, origin: Origin, policy: Policy) -> SessionDecision:
+    payload = DecisionPayload.model_validate(doc)
+    _bind_tenant(payload.org_id, "org_id", policy)
+    decision = {name: getattr(payload, name) for name in DECISION_FIELDS}
+    decision["org_id"] = policy.org_id
+    decision["raw"] = redact(doc["raw"])
+    return SessionDecision(
+        session_id=payload.session_id,
+        decision=decision,
+        natural_key=natural_key(decision),
+        codex_sibling=codex_sibling(decision),
+        origin=origin,
+    )
+
+
+def decode(record: SourceRecord, policy: Policy, now: float) -> tuple[SessionInput | None, Outputs]:
+    """A session input, or ``None`` and the dead letter that took the record's place."""
+    out = Outputs()
+    origin = Origin.of(record)
+    try:
+        doc = _parse(record, policy)
+        if record.kind == "messages":
+            return _message(doc, out.counts, policy), out
+        return _decision(doc, origin, policy), out
+    except ValidationError as exc:
+        return None, rejected(origin, Reason.SCHEMA, _describe(exc), now)
+    except _Rejected as exc:
+        return None, rejected(origin, exc.reason, exc.error, now)

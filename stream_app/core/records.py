@@ -1,0 +1,111 @@
+"""The values that flow through the core: source records in, session inputs, emissions out.
+
+Everything here is plain data that orjson serializes as it is, so the worker can ship a
+decoded input across a repartition topic and store session state in a changelog table.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+TopicKind = Literal["messages", "decisions"]
+Outcome = Literal["contributed", "duplicate", "dead_lettered"]
+
+
+@dataclass(frozen=True, slots=True)
+class SourceRecord:
+    """One record as read from an input topic (or one line of a replay file)."""
+
+    kind: TopicKind
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where a record came from, with its original bytes as §6 writes them."""
+
+    source_topic: str
+    partition: int
+    offset: int
+    key: str | None
+    value: str | None
+    encoding: Literal["utf-8", "base64"]
+
+    @classmethod
+    def of(cls, record: SourceRecord) -> Origin:
+        try:
+            key = None if record.key is None else record.key.decode()
+            value = None if record.value is None else record.value.decode()
+            encoding: Literal["utf-8", "base64"] = "utf-8"
+        except UnicodeDecodeError:
+            key = None if record.key is None else base64.b64encode(record.key).decode()
+            value = None if record.value is None else base64.b64encode(record.value).decode()
+            encoding = "base64"
+        return cls(record.topic, record.partition, record.offset, key, value, encoding)
+
+    @property
+    def key_bytes(self) -> bytes | None:
+        """The original key, for the dead letter's own record key."""
+        if self.key is None:
+            return None
+        return base64.b64decode(self.key) if self.encoding == "base64" else self.key.encode()
+
+
+@dataclass(frozen=True, slots=True)
+class SessionMessage:
+    """A validated chat message, translated to an InferenceMessage, keyed by its session."""
+
+    session_id: str
+    identity: str | None
+    sequence: int | None
+    message: dict[str, Any]
+    # Set when this message completes an inference call (assistant, non-empty finishReason).
+    inference_call_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionDecision:
+    """A validated, tenant-bound, redacted decision, keyed by its session."""
+
+    session_id: str
+    decision: dict[str, Any]  # contract field order; captured_at may still be None
+    natural_key: str
+    # codex with a call_id: the key shared by a row and its pathless re-send
+    codex_sibling: str | None
+    origin: Origin
+
+
+SessionInput = SessionMessage | SessionDecision
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRevision:
+    session_id: str
+    turn: dict[str, Any]
+    first: bool  # the turn's first emission, not a revision for a late decision
+
+    @property
+    def key(self) -> str:
+        return str(self.turn["inference_call_id"])
+
+
+@dataclass(slots=True)
+class Outputs:
+    """What one step asks the shell to do, and what it counted on the way."""
+
+    turns: list[TurnRevision] = field(default_factory=list)
+    dead_letters: list[dict[str, Any]] = field(default_factory=list)
+    counts: Counter[str] = field(default_factory=Counter)
+    outcome: Outcome | None = None  # of the record this step consumed, if it consumed one
+
+    def extend(self, other: Outputs) -> None:
+        self.turns.extend(other.turns)
+        self.dead_letters.extend(other.dead_letters)
+        self.counts.update(other.counts)

@@ -1,0 +1,120 @@
+"""One session's state: a plain value that round-trips through JSON.
+
+It holds what arrived since the last turn, the turns still open to late decisions, the
+decisions waiting for their turn, and the identities already seen (so redeliveries are
+recognised for as long as the session lives).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from stream_app.core.records import Origin
+
+
+@dataclass(slots=True)
+class PendingMessage:
+    identity: str | None
+    sequence: int | None
+    message: dict[str, Any]
+
+
+@dataclass(slots=True)
+class StoredDecision:
+    decision: dict[str, Any]
+    order: tuple[int, str]  # (occurred_at instant, decision_id): the order within a turn
+    origin: Origin  # kept so that a later ambiguity or expiry can still dead-letter it
+
+    @property
+    def call_id(self) -> str:
+        return str(self.decision["call_id"])
+
+
+@dataclass(slots=True)
+class EmittedTurn:
+    body: dict[str, Any]  # the Turn without its decisions
+    reach: list[str]  # inference_call_id and tool-call ids: what a decision's call_id can name
+    emitted_at: float
+    decisions: list[StoredDecision] = field(default_factory=list)
+
+    def render(self) -> dict[str, Any]:
+        """The complete Turn, fields in schema order."""
+        body = self.body
+        ordered = sorted(self.decisions, key=lambda d: d.order)
+        return {
+            "new_messages": body["new_messages"],
+            "completion": body["completion"],
+            "decisions": [d.decision for d in ordered],
+            "inference_call_id": body["inference_call_id"],
+            "tool_calls": body["tool_calls"],
+        }
+
+
+@dataclass(slots=True)
+class SessionState:
+    session_id: str
+    last_seen: float
+    pending: list[PendingMessage] = field(default_factory=list)
+    turns: dict[str, EmittedTurn] = field(default_factory=dict)  # by inference_call_id
+    waiting: list[StoredDecision] = field(default_factory=list)
+    seen_messages: set[str] = field(default_factory=set)
+    seen_decisions: set[str] = field(default_factory=set)
+    codex_siblings: set[str] = field(default_factory=set)
+
+    def turns_reaching(self, call_id: str) -> list[EmittedTurn]:
+        return [turn for turn in self.turns.values() if call_id in turn.reach]
+
+    # -- serialization ---------------------------------------------------------------
+
+    def to_json(self) -> bytes:
+        return orjson.dumps(
+            {
+                "session_id": self.session_id,
+                "last_seen": self.last_seen,
+                "pending": [[p.identity, p.sequence, p.message] for p in self.pending],
+                "turns": [
+                    [t.body, t.reach, t.emitted_at, [_dump_decision(d) for d in t.decisions]]
+                    for t in self.turns.values()
+                ],
+                "waiting": [_dump_decision(d) for d in self.waiting],
+                "seen_messages": sorted(self.seen_messages),
+                "seen_decisions": sorted(self.seen_decisions),
+                "codex_siblings": sorted(self.codex_siblings),
+            }
+        )
+
+    @classmethod
+    def from_json(cls, data: bytes) -> SessionState:
+        doc = orjson.loads(data)
+        return cls(
+            session_id=doc["session_id"],
+            last_seen=doc["last_seen"],
+            pending=[PendingMessage(i, s, m) for i, s, m in doc["pending"]],
+            turns={
+                body["inference_call_id"]: EmittedTurn(
+                    body, reach, at, [_load_decision(d) for d in decisions]
+                )
+                for body, reach, at, decisions in doc["turns"]
+            },
+            waiting=[_load_decision(d) for d in doc["waiting"]],
+            seen_messages=set(doc["seen_messages"]),
+            seen_decisions=set(doc["seen_decisions"]),
+            codex_siblings=set(doc["codex_siblings"]),
+        )
+
+
+def _dump_decision(d: StoredDecision) -> list[Any]:
+    o = d.origin
+    return [
+        d.decision,
+        d.order[0],
+        [o.source_topic, o.partition, o.offset, o.key, o.value, o.encoding],
+    ]
+
+
+def _load_decision(doc: list[Any]) -> StoredDecision:
+    decision, instant, origin = doc
+    return StoredDecision(decision, (instant, decision["decision_id"]), Origin(*origin))

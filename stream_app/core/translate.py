@@ -1,0 +1,70 @@
+"""Message → InferenceMessage (SPEC §2), and the inference call id of a completing message."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from typing import Any
+
+import orjson
+
+from stream_app.models.message import Message, ToolCall
+
+
+def _arguments(call: ToolCall, counts: Counter[str]) -> dict[str, Any]:
+    args = call.arguments
+    if args is None or isinstance(args, dict):
+        return args or {}
+    try:
+        parsed = orjson.loads(args)
+    except orjson.JSONDecodeError:
+        parsed = None
+    if isinstance(parsed, dict):
+        return parsed
+    counts["malformed_tool_arguments"] += 1
+    return {}
+
+
+def inference_message(message: Message, counts: Counter[str]) -> dict[str, Any]:
+    """The contract form; content parts in order, then tool calls in order."""
+    parts: list[dict[str, Any]] = []
+    for part in message.content or ():
+        if part.text is not None:
+            parts.append({"type": "text", "content": part.text})
+        elif part.reasoning is not None:
+            parts.append({"type": "reasoning", "content": part.reasoning})
+        elif part.toolResult is not None:
+            result = part.toolResult
+            parts.append(
+                {"type": "tool_call_response", "id": result.toolCallId, "result": result.result}
+            )
+        else:
+            counts["parts_skipped"] += 1
+    for call in message.toolCalls or ():
+        parts.append(
+            {
+                "type": "tool_call",
+                "id": call.id,
+                "name": call.name,
+                "arguments": _arguments(call, counts),
+            }
+        )
+    return {"role": message.role, "parts": parts, "finish_reason": message.finishReason or None}
+
+
+def identity(message: Message) -> str | None:
+    """A message is the same message again when its messageId, else its sequence, repeats."""
+    if message.messageId:
+        return "id:" + message.messageId
+    if message.sequence is not None:
+        return f"seq:{message.sequence}"
+    return None
+
+
+def inference_call_id(session_id: str, message: Message, raw_message: Any) -> str:
+    if message.messageId:
+        return message.messageId
+    if message.sequence is not None:
+        return f"{session_id}:seq:{message.sequence}"
+    canonical = orjson.dumps(raw_message, option=orjson.OPT_SORT_KEYS)
+    return f"{session_id}:sha256:{hashlib.sha256(canonical).hexdigest()[:16]}"

@@ -1,0 +1,59 @@
+"""RFC 3339 date-times, checked exactly as JSON Schema's ``date-time`` format checker does.
+
+Decisions collapse on ``occurred_at`` as an instant, so two spellings of one moment must
+compare equal; and a value accepted here must be accepted by the published schema (and
+the reverse), so the rules mirror ``rfc3339-validator`` used by ``jsonschema``.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+from datetime import UTC, datetime
+
+_RFC3339 = re.compile(
+    r"^(\d{4})-(0[1-9]|1[0-2])-(\d{2})T([01]\d|2[0-3]):([0-5]\d):([0-5]\d)(?:\.(\d+))?"
+    r"(Z|([+-])([01]\d|2[0-3]):([0-5]\d))$",
+    re.ASCII,
+)
+_EPOCH_DAYS = datetime(1970, 1, 1).toordinal()
+
+
+def _match(value: str) -> re.Match[str] | None:
+    m = _RFC3339.match(value.upper())
+    if m is None:
+        return None
+    year, month, day = int(m[1]), int(m[2]), int(m[3])
+    if year == 0 or not 1 <= day <= calendar.monthrange(year, month)[1]:
+        return None
+    return m
+
+
+def is_datetime(value: str) -> bool:
+    return _match(value) is not None
+
+
+def check_datetime(value: str) -> str:
+    """Pydantic after-validator: the value stays as written, only its form is checked."""
+    if _match(value) is None:
+        raise ValueError("not an RFC 3339 date-time")
+    return value
+
+
+def instant_ns(value: str) -> int:
+    """Nanoseconds since the epoch (UTC) of a valid date-time, for equality and ordering."""
+    m = _match(value)
+    if m is None:
+        raise ValueError(f"not an RFC 3339 date-time: {value!r}")
+    days = datetime(int(m[1]), int(m[2]), int(m[3])).toordinal() - _EPOCH_DAYS
+    seconds = days * 86400 + int(m[4]) * 3600 + int(m[5]) * 60 + int(m[6])
+    if m[8] != "Z":
+        offset = int(m[10]) * 3600 + int(m[11]) * 60
+        seconds -= offset if m[9] == "+" else -offset
+    fraction = int((m[7] or "0")[:9].ljust(9, "0"))
+    return seconds * 1_000_000_000 + fraction
+
+
+def format_utc(epoch_seconds: float) -> str:
+    """The processor's own timestamps: UTC, microseconds, ``Z``."""
+    return datetime.fromtimestamp(epoch_seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

@@ -1,0 +1,56 @@
+"""The core driven against a store and a clock: what replay, the worker and the tests share."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from stream_app.core.assembler import apply
+from stream_app.core.expiry import expire
+from stream_app.core.intake import decode
+from stream_app.core.policy import Policy
+from stream_app.core.records import Outputs, SessionInput, SourceRecord
+from stream_app.state.base import SessionStore
+
+
+class Pipeline:
+    def __init__(
+        self, policy: Policy, store: SessionStore, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.policy = policy
+        self.store = store
+        self.clock = clock
+
+    def decode(self, record: SourceRecord) -> tuple[SessionInput | None, Outputs]:
+        """The stateless half: runs before records are re-keyed by session."""
+        return decode(record, self.policy, self.clock())
+
+    def apply(self, item: SessionInput) -> Outputs:
+        """The stateful half: runs on the worker that owns the item's session."""
+        state, out = apply(self.store.get(item.session_id), item, self.policy, self.clock())
+        self.store.put(state)
+        return out
+
+    def process(self, record: SourceRecord) -> Outputs:
+        item, out = self.decode(record)
+        if item is None:
+            return out
+        applied = self.apply(item)
+        applied.counts.update(out.counts)
+        return applied
+
+    def sweep(self) -> Outputs:
+        """Expire idle sessions and closed turns of every session this store holds."""
+        out = Outputs()
+        now = self.clock()
+        for session_id in self.store.session_ids():
+            state = self.store.get(session_id)
+            if state is None:
+                continue
+            kept, expired = expire(state, self.policy, now)
+            out.extend(expired)
+            if kept is None:
+                self.store.delete(session_id)
+            elif expired.counts["turns_closed"]:
+                self.store.put(kept)
+        return out

@@ -1,0 +1,26 @@
+"""The store the pipeline keeps session state in; one value per session id."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+
+from stream_app.core.session import SessionState
+
+
+class SessionStore(ABC):
+    @abstractmethod
+    def get(self, session_id: str) -> SessionState | None: ...
+
+    @abstractmethod
+    def put(self, state: SessionState) -> None: ...
+
+    @abstractmethod
+    def delete(self, session_id: str) -> None: ...
+
+    @abstractmethod
+    def session_ids(self) -> Iterator[str]:
+        """The sessions this store holds (for a worker: those of its own partitions)."""
+
+    @abstractmethod
+    def __len__(self) -> int: ...

@@ -1,0 +1,28 @@
+"""Session state in a dict: for replay, tests and benchmarks of the core."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from stream_app.core.session import SessionState
+from stream_app.state.base import SessionStore
+
+
+class MemoryStore(SessionStore):
+    def __init__(self) -> None:
+        self._sessions: dict[str, SessionState] = {}
+
+    def get(self, session_id: str) -> SessionState | None:
+        return self._sessions.get(session_id)
+
+    def put(self, state: SessionState) -> None:
+        self._sessions[state.session_id] = state
+
+    def delete(self, session_id: str) -> None:
+        self._sessions.pop(session_id, None)
+
+    def session_ids(self) -> Iterator[str]:
+        return iter(list(self._sessions))
+
+    def __len__(self) -> int:
+        return len(self._sessions)
