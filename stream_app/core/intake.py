@@ -91,6 +91,8 @@ def _decision(doc: Any, origin: Origin, policy: Policy) -> SessionDecision:
     decision = {name: getattr(payload, name) for name in DECISION_FIELDS}
     decision["org_id"] = policy.org_id
     decision["raw"] = redact(doc["raw"])
+    # The state keeps the record for a later dead letter; it must not keep a credential.
+    origin = origin.with_value(orjson.dumps({**doc, "raw": decision["raw"]}))
     return SessionDecision(
         session_id=payload.session_id,
         decision=decision,

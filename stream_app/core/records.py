@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 TopicKind = Literal["messages", "decisions"]
@@ -49,6 +49,11 @@ class Origin:
             value = None if record.value is None else base64.b64encode(record.value).decode()
             encoding = "base64"
         return cls(record.topic, record.partition, record.offset, key, value, encoding)
+
+    def with_value(self, value: bytes) -> Origin:
+        """The same origin carrying other bytes (a redacted copy of the value)."""
+        text = base64.b64encode(value).decode() if self.encoding == "base64" else value.decode()
+        return replace(self, value=text)
 
     @property
     def key_bytes(self) -> bytes | None:

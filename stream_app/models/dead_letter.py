@@ -5,9 +5,9 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
-from stream_app.models.json_types import DateTimeStr
+from stream_app.models.json_types import DateTimeStr, JsonInt
 
 
 class Reason(StrEnum):
@@ -20,15 +20,21 @@ class Reason(StrEnum):
     ORPHANED_DECISION = "orphaned_decision"
 
 
+ReasonName = Literal[
+    "invalid_json", "schema", "tenant_mismatch", "too_large", "unattributable_decision",
+    "ambiguous_decision", "orphaned_decision",
+]
+
+
 class DeadLetter(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
     source_topic: str
-    partition: int
-    offset: int
+    partition: JsonInt = Field(ge=0)
+    offset: JsonInt = Field(ge=0)
     key: str | None
     value: str | None
     encoding: Literal["utf-8", "base64"]
-    reason: Reason
-    error: str
+    reason: ReasonName
+    error: str = Field(min_length=1)
     dead_lettered_at: DateTimeStr

@@ -1,0 +1,24 @@
+"""The project's JSON Schemas, loaded once, with format checking on."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
+
+
+@cache
+def validator(name: str) -> Draft202012Validator:
+    schema = json.loads((SCHEMAS / name).read_text())
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+def assert_valid_turn(turn: Any) -> None:
+    errors = sorted(validator("turn.v1.json").iter_errors(turn), key=str)
+    assert not errors, f"Turn violates turn.v1.json: {errors[0].message} at {errors[0].json_path}"
