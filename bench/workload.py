@@ -1,0 +1,148 @@
+"""A realistic workload in replay format: coding-agent sessions with tool loops.
+
+Each session is a run of inference calls (user prompt, assistant with reasoning, text and a
+tool call, the tool's result, ... then a final answer); assistant messages are sometimes
+streamed first and published again when final; edits get a claude-code decision by tool-use
+id (some before their turn, most after) and sometimes a later retention observation by
+inference call id; a few percent of records are redelivered (decisions with regenerated
+ids) and a few are malformed. Sessions interleave at random. Deterministic per seed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+
+Line = dict[str, Any]
+LOREM = (
+    "the pagination helper slices one item too far so the next page repeats the last row "
+    "we should compute the start index from the page number and keep the end exclusive "
+).split()
+
+
+def _prose(rnd: random.Random, words: int) -> str:
+    return " ".join(rnd.choice(LOREM) for _ in range(words))
+
+
+class _Session:
+    def __init__(self, sid: str, rnd: random.Random) -> None:
+        self.sid, self.rnd = sid, rnd
+        self.seq = 0
+        self.calls = rnd.randint(2, 8)
+        self.backlog: list[Line] = []  # records to publish, in order
+        self.late: list[tuple[int, Line]] = []  # (not before this tick, record)
+
+    def _message(self, role: str, **fields: Any) -> Line:
+        self.seq += 1
+        message = {"role": role, "messageId": f"{self.sid}-m{self.seq}",
+                   "sequence": str(self.seq), **fields}
+        return {"topic": "messages", "key": self.sid,
+                "value": {"eventId": f"evt-{self.sid}-{self.seq}", "conversationId": self.sid,
+                          "publishedAt": "2026-11-29T10:00:00Z", "message": message}}
+
+    def _decision(self, call_id: str, n: int, **fields: Any) -> Line:
+        value = {
+            "decision_id": f"{self.sid}-d{n}", "session_id": self.sid, "user_id": "dev-1",
+            "agent_harness": "claude-code", "file_path": "src/paginate.py", "accepted": True,
+            "explicit": True, "interaction_mode": "agent", "commit_sha": None,
+            "call_id": call_id, "edit_retention_score": None, "observation_delay_ms": None,
+            "occurred_at": f"2026-11-29T10:{n % 60:02d}:{self.seq % 60:02d}Z",
+            "captured_at": "2026-11-29T10:00:00Z",
+            "raw": {"hook": "PostToolUse", "tool_use_id": call_id, "cwd": "/home/dev/shop"},
+            **fields,
+        }
+        return {"topic": "decisions", "key": self.sid, "value": value}
+
+    def plan_call(self, tick: int) -> None:
+        """Queue the records of the next inference call (and schedule its late decisions)."""
+        rnd = self.rnd
+        self.calls -= 1
+        if self.seq == 0 or rnd.random() < 0.3:
+            self.backlog.append(self._message("ROLE_USER", content=[{"text": _prose(rnd, 40)}]))
+        final = self.calls == 0
+        content = [{"reasoning": _prose(rnd, 30)}, {"text": _prose(rnd, 50)}]
+        tool_id = f"toolu_{self.sid}_{self.seq + 1}"
+        edit = not final and rnd.random() < 0.5
+        fields: dict[str, Any] = {"content": content, "finishReason": "stop" if final
+                                  else "tool_calls"}
+        if not final:
+            args = {"path": "src/paginate.py", "old": _prose(rnd, 12), "new": _prose(rnd, 12)} \
+                if edit else {"path": "src/paginate.py"}
+            fields["toolCalls"] = [{"id": tool_id, "name": "edit_file" if edit else "read_file",
+                                    "arguments": orjson.dumps(args).decode()}]
+        if rnd.random() < 0.2:  # streamed: a partial copy first, then the final one
+            streamed = self._message("ROLE_ASSISTANT", content=content[:1])
+            self.seq -= 1
+            self.backlog.append(streamed)
+        assistant = self._message("ROLE_ASSISTANT", **fields)
+        call_id = assistant["value"]["message"]["messageId"]
+        decision = self._decision(tool_id, self.seq) if edit else None
+        if decision is not None and rnd.random() < 0.25:
+            self.backlog.append(decision)  # the accept overtakes its turn
+            decision = None
+        self.backlog.append(assistant)
+        if decision is not None:
+            self.late.append((tick + rnd.randint(1, 200), decision))
+        if not final:
+            result = {"toolResult": {"toolCallId": tool_id, "result": {"content": _prose(rnd, 30)}}}
+            self.backlog.append(self._message("ROLE_TOOL", content=[result]))
+        elif rnd.random() < 0.5:
+            retention = self._decision(call_id, self.seq + 1000, agent_harness="pi",
+                                       explicit=False, edit_retention_score=0.8,
+                                       observation_delay_ms=600000)
+            self.late.append((tick + rnd.randint(1, 400), retention))
+
+
+def generate(records: int, sessions: int, seed: int = 7) -> Iterator[Line]:
+    """Exactly ``records`` replay lines over about ``sessions`` sessions."""
+    rnd = random.Random(seed)
+    active = [_Session(f"sess-{i:05d}", rnd) for i in range(sessions)]
+    sent: list[Line] = []
+    tick = 0
+    while tick < records:
+        session = rnd.choice(active)
+        due = [entry for entry in session.late if entry[0] <= tick]
+        roll = rnd.random()
+        if roll < 0.03 and sent:  # a redelivery of something already published
+            line = rnd.choice(sent)
+            if line["topic"] == "decisions":
+                value = dict(line["value"], decision_id=line["value"]["decision_id"] + "-r",
+                             captured_at="2026-11-29T11:00:00Z")
+                line = {**line, "value": value}
+        elif roll < 0.032:
+            line = {"topic": "messages", "key": session.sid, "value": '{"conversationId": "'}
+        elif due:
+            session.late.remove(due[0])
+            line = due[0][1]
+        else:
+            if not session.backlog:
+                if session.calls == 0:  # the session is over: a new one takes its place
+                    session = _Session(f"{session.sid}-{tick}", rnd)
+                    active[rnd.randrange(len(active))] = session
+                session.plan_call(tick)
+            line = session.backlog.pop(0)
+            sent.append(line)
+        tick += 1
+        yield line
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--sessions", type=int, default=1_000)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--out", default="-")
+    args = parser.parse_args()
+    out = sys.stdout.buffer if args.out == "-" else open(args.out, "wb")  # noqa: SIM115
+    with out:
+        for line in generate(args.records, args.sessions, args.seed):
+            out.write(orjson.dumps(line) + b"\n")
+
+
+if __name__ == "__main__":
+    main()
