@@ -19,10 +19,39 @@ from typing import Any
 import orjson
 
 Line = dict[str, Any]
-LOREM = (
-    "the pagination helper slices one item too far so the next page repeats the last row "
-    "we should compute the start index from the page number and keep the end exclusive "
-).split()
+LOREM = [
+    "the",
+    "pagination",
+    "helper",
+    "slices",
+    "one",
+    "item",
+    "too",
+    "far",
+    "so",
+    "the",
+    "next",
+    "page",
+    "repeats",
+    "the",
+    "last",
+    "row",
+    "we",
+    "should",
+    "compute",
+    "the",
+    "start",
+    "index",
+    "from",
+    "the",
+    "page",
+    "number",
+    "and",
+    "keep",
+    "the",
+    "end",
+    "exclusive",
+]
 
 
 def _prose(rnd: random.Random, words: int) -> str:
@@ -39,18 +68,37 @@ class _Session:
 
     def _message(self, role: str, **fields: Any) -> Line:
         self.seq += 1
-        message = {"role": role, "messageId": f"{self.sid}-m{self.seq}",
-                   "sequence": str(self.seq), **fields}
-        return {"topic": "messages", "key": self.sid,
-                "value": {"eventId": f"evt-{self.sid}-{self.seq}", "conversationId": self.sid,
-                          "publishedAt": "2026-11-29T10:00:00Z", "message": message}}
+        message = {
+            "role": role,
+            "messageId": f"{self.sid}-m{self.seq}",
+            "sequence": str(self.seq),
+            **fields,
+        }
+        return {
+            "topic": "messages",
+            "key": self.sid,
+            "value": {
+                "eventId": f"evt-{self.sid}-{self.seq}",
+                "conversationId": self.sid,
+                "publishedAt": "2026-11-29T10:00:00Z",
+                "message": message,
+            },
+        }
 
     def _decision(self, call_id: str, n: int, **fields: Any) -> Line:
         value = {
-            "decision_id": f"{self.sid}-d{n}", "session_id": self.sid, "user_id": "dev-1",
-            "agent_harness": "claude-code", "file_path": "src/paginate.py", "accepted": True,
-            "explicit": True, "interaction_mode": "agent", "commit_sha": None,
-            "call_id": call_id, "edit_retention_score": None, "observation_delay_ms": None,
+            "decision_id": f"{self.sid}-d{n}",
+            "session_id": self.sid,
+            "user_id": "dev-1",
+            "agent_harness": "claude-code",
+            "file_path": "src/paginate.py",
+            "accepted": True,
+            "explicit": True,
+            "interaction_mode": "agent",
+            "commit_sha": None,
+            "call_id": call_id,
+            "edit_retention_score": None,
+            "observation_delay_ms": None,
             "occurred_at": f"2026-11-29T10:{n % 60:02d}:{self.seq % 60:02d}Z",
             "captured_at": "2026-11-29T10:00:00Z",
             "raw": {"hook": "PostToolUse", "tool_use_id": call_id, "cwd": "/home/dev/shop"},
@@ -68,13 +116,23 @@ class _Session:
         content = [{"reasoning": _prose(rnd, 30)}, {"text": _prose(rnd, 50)}]
         tool_id = f"toolu_{self.sid}_{self.seq + 1}"
         edit = not final and rnd.random() < 0.5
-        fields: dict[str, Any] = {"content": content, "finishReason": "stop" if final
-                                  else "tool_calls"}
+        fields: dict[str, Any] = {
+            "content": content,
+            "finishReason": "stop" if final else "tool_calls",
+        }
         if not final:
-            args = {"path": "src/paginate.py", "old": _prose(rnd, 12), "new": _prose(rnd, 12)} \
-                if edit else {"path": "src/paginate.py"}
-            fields["toolCalls"] = [{"id": tool_id, "name": "edit_file" if edit else "read_file",
-                                    "arguments": orjson.dumps(args).decode()}]
+            args = (
+                {"path": "src/paginate.py", "old": _prose(rnd, 12), "new": _prose(rnd, 12)}
+                if edit
+                else {"path": "src/paginate.py"}
+            )
+            fields["toolCalls"] = [
+                {
+                    "id": tool_id,
+                    "name": "edit_file" if edit else "read_file",
+                    "arguments": orjson.dumps(args).decode(),
+                }
+            ]
         if rnd.random() < 0.2:  # streamed: a partial copy first, then the final one
             streamed = self._message("ROLE_ASSISTANT", content=content[:1])
             self.seq -= 1
@@ -92,9 +150,14 @@ class _Session:
             result = {"toolResult": {"toolCallId": tool_id, "result": {"content": _prose(rnd, 30)}}}
             self.backlog.append(self._message("ROLE_TOOL", content=[result]))
         elif rnd.random() < 0.5:
-            retention = self._decision(call_id, self.seq + 1000, agent_harness="pi",
-                                       explicit=False, edit_retention_score=0.8,
-                                       observation_delay_ms=600000)
+            retention = self._decision(
+                call_id,
+                self.seq + 1000,
+                agent_harness="pi",
+                explicit=False,
+                edit_retention_score=0.8,
+                observation_delay_ms=600000,
+            )
             self.late.append((tick + rnd.randint(1, 400), retention))
 
 
@@ -111,8 +174,11 @@ def generate(records: int, sessions: int, seed: int = 7) -> Iterator[Line]:
         if roll < 0.03 and sent:  # a redelivery of something already published
             line = rnd.choice(sent)
             if line["topic"] == "decisions":
-                value = dict(line["value"], decision_id=line["value"]["decision_id"] + "-r",
-                             captured_at="2026-11-29T11:00:00Z")
+                value = dict(
+                    line["value"],
+                    decision_id=line["value"]["decision_id"] + "-r",
+                    captured_at="2026-11-29T11:00:00Z",
+                )
                 line = {**line, "value": value}
         elif roll < 0.032:
             line = {"topic": "messages", "key": session.sid, "value": '{"conversationId": "'}

@@ -45,15 +45,18 @@ def message(
     return {"conversationId": session, "message": msg, **event}
 
 
-def assistant(session: str = "s1", text: str = "done", *, message_id: str, finish: str = "stop",
-              **kwargs: Any) -> dict[str, Any]:
-    return message(session, "ROLE_ASSISTANT", text, message_id=message_id, finish=finish,
-                   **kwargs)
+def assistant(
+    session: str = "s1", text: str = "done", *, message_id: str, finish: str = "stop", **kwargs: Any
+) -> dict[str, Any]:
+    return message(session, "ROLE_ASSISTANT", text, message_id=message_id, finish=finish, **kwargs)
 
 
 def tool_call(call_id: str, name: str = "edit_file", arguments: Any = None) -> dict[str, Any]:
-    return {"id": call_id, "name": name,
-            "arguments": arguments if arguments is not None else '{"path": "a.py"}'}
+    return {
+        "id": call_id,
+        "name": name,
+        "arguments": arguments if arguments is not None else '{"path": "a.py"}',
+    }
 
 
 def decision(

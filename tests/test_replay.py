@@ -17,9 +17,22 @@ EXAMPLE = ROOT / "examples" / "session.jsonl"
 
 def replay(tmp_path: Path, source: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "stream_app", "replay", str(source),
-         "--out", str(tmp_path / "t.jsonl"), "--dlq", str(tmp_path / "d.jsonl"), *extra],
-        capture_output=True, text=True, timeout=60, check=False,
+        [
+            sys.executable,
+            "-m",
+            "stream_app",
+            "replay",
+            str(source),
+            "--out",
+            str(tmp_path / "t.jsonl"),
+            "--dlq",
+            str(tmp_path / "d.jsonl"),
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
 
 
@@ -42,7 +55,9 @@ def test_replay_of_the_example_session(tmp_path: Path) -> None:
     # joined by inference call id after the turn, as a second revision
     assert [d["decision_id"] for d in final["msg-a4"]["decisions"]] == ["dec-101"]
     assert final["msg-a1"]["new_messages"][2]["parts"][0] == {
-        "type": "reasoning", "content": "The bug is probably in the slice bounds of paginate()."}
+        "type": "reasoning",
+        "content": "The bug is probably in the slice bounds of paginate().",
+    }
     out = (tmp_path / "t.jsonl").read_text()
     assert "sk-ant-api03" not in out and "eyJhbGciOiJIUzI1NiJ9" not in out
 
@@ -50,7 +65,11 @@ def test_replay_of_the_example_session(tmp_path: Path) -> None:
     for letter in letters:
         assert validator("dead-letter.v1.json").is_valid(letter)
     assert sorted(d["reason"] for d in letters) == [
-        "invalid_json", "schema", "tenant_mismatch", "unattributable_decision"]
+        "invalid_json",
+        "schema",
+        "tenant_mismatch",
+        "unattributable_decision",
+    ]
     assert "1 duplicate decisions" in done.stderr and "4 turns emitted" in done.stderr
 
 
@@ -66,7 +85,11 @@ def test_a_string_value_is_replayed_as_the_raw_record(tmp_path: Path) -> None:
     assert [t["key"] for t in lines(tmp_path / "t.jsonl")] == ["a"]
     (letter,) = lines(tmp_path / "d.jsonl")
     assert (letter["reason"], letter["value"], letter["offset"], letter["key"]) == (
-        "invalid_json", "not json at all", 1, None)
+        "invalid_json",
+        "not json at all",
+        1,
+        None,
+    )
     assert letter["source_topic"] == "developer.decisions"
 
 
@@ -77,7 +100,9 @@ def test_lines_that_are_not_records_are_dead_lettered_not_fatal(tmp_path: Path) 
     assert done.returncode == 0
     letters = lines(tmp_path / "d.jsonl")
     assert [(d["reason"], d["offset"], d["source_topic"]) for d in letters] == [
-        ("schema", 0, "replay-input"), ("invalid_json", 2, "replay-input")]
+        ("schema", 0, "replay-input"),
+        ("invalid_json", 2, "replay-input"),
+    ]
 
 
 @pytest.mark.parametrize("name", ["missing.jsonl", "."])
@@ -90,6 +115,7 @@ def test_an_unreadable_input_is_a_one_line_error_and_exit_2(tmp_path: Path, name
 def test_org_id_option_sets_the_tenant(tmp_path: Path) -> None:
     done = replay(tmp_path, EXAMPLE, "--org-id", "globex")
     assert done.returncode == 0
-    mismatched = [d["offset"] for d in lines(tmp_path / "d.jsonl")
-                  if d["reason"] == "tenant_mismatch"]
+    mismatched = [
+        d["offset"] for d in lines(tmp_path / "d.jsonl") if d["reason"] == "tenant_mismatch"
+    ]
     assert mismatched == [0, 11]  # the two records that named the org "default"

@@ -21,8 +21,13 @@ class Reason(StrEnum):
 
 
 ReasonName = Literal[
-    "invalid_json", "schema", "tenant_mismatch", "too_large", "unattributable_decision",
-    "ambiguous_decision", "orphaned_decision",
+    "invalid_json",
+    "schema",
+    "tenant_mismatch",
+    "too_large",
+    "unattributable_decision",
+    "ambiguous_decision",
+    "orphaned_decision",
 ]
 
 

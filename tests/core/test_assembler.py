@@ -109,12 +109,25 @@ def test_a_message_already_emitted_is_a_counted_duplicate() -> None:
 
 def test_completion_joins_text_and_argument_strings_in_part_order() -> None:
     run = Run()
-    run.msg(assistant(message_id="a1", content=[
-        {"reasoning": "hidden"}, {"text": "Editing."}, {"text": ""},
-        {"toolResult": {"toolCallId": "x", "result": "not output"}}],
-        tool_calls=[tool_call("c1", "edit", {"path": "a.py", "edits": [{"old": "x", "new": ""},
-                                                                       {"n": 3, "new": "z"}]}),
-                    tool_call("c2", "run", '{"cmd": "pytest", "args": ["-q", ""]}')]))
+    run.msg(
+        assistant(
+            message_id="a1",
+            content=[
+                {"reasoning": "hidden"},
+                {"text": "Editing."},
+                {"text": ""},
+                {"toolResult": {"toolCallId": "x", "result": "not output"}},
+            ],
+            tool_calls=[
+                tool_call(
+                    "c1",
+                    "edit",
+                    {"path": "a.py", "edits": [{"old": "x", "new": ""}, {"n": 3, "new": "z"}]},
+                ),
+                tool_call("c2", "run", '{"cmd": "pytest", "args": ["-q", ""]}'),
+            ],
+        )
+    )
     assert run.final()["a1"]["completion"] == "Editing.\nx\nz\na.py\n-q\npytest"
 
 
@@ -126,8 +139,7 @@ def test_completion_is_empty_when_nothing_is_left() -> None:
 
 def test_tool_calls_are_this_messages_tool_call_parts() -> None:
     run = Run()
-    run.msg(assistant(message_id="a0", text="earlier", finish="",
-                      tool_calls=[tool_call("c0")]))
+    run.msg(assistant(message_id="a0", text="earlier", finish="", tool_calls=[tool_call("c0")]))
     run.msg(assistant(message_id="a1", tool_calls=[tool_call("c1"), tool_call("c2")]))
     assert [t["id"] for t in run.final()["a1"]["tool_calls"]] == ["c1", "c2"]
 
@@ -200,12 +212,33 @@ def test_decisions_join_by_inference_call_id_too() -> None:
 def test_decisions_are_ordered_by_occurred_at_instant_then_decision_id() -> None:
     run = Run()
     run.msg(assistant(message_id="a1"))
-    run.dec(decision(call_id="a1", harness="pi", decision_id="b", file_path="1",
-                     occurred_at="2026-01-01T10:00:00Z"))
-    run.dec(decision(call_id="a1", harness="pi", decision_id="c", file_path="2",
-                     occurred_at="2026-01-01T11:30:00+02:00"))
-    run.dec(decision(call_id="a1", harness="pi", decision_id="a", file_path="3",
-                     occurred_at="2026-01-01T10:00:00Z"))
+    run.dec(
+        decision(
+            call_id="a1",
+            harness="pi",
+            decision_id="b",
+            file_path="1",
+            occurred_at="2026-01-01T10:00:00Z",
+        )
+    )
+    run.dec(
+        decision(
+            call_id="a1",
+            harness="pi",
+            decision_id="c",
+            file_path="2",
+            occurred_at="2026-01-01T11:30:00+02:00",
+        )
+    )
+    run.dec(
+        decision(
+            call_id="a1",
+            harness="pi",
+            decision_id="a",
+            file_path="3",
+            occurred_at="2026-01-01T10:00:00Z",
+        )
+    )
     assert [d["decision_id"] for d in run.final()["a1"]["decisions"]] == ["c", "a", "b"]
 
 

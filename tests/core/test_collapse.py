@@ -16,8 +16,9 @@ def test_first_copy_wins_and_later_copies_are_counted_duplicates_without_reemiss
     run.msg(assistant(message_id="m1"))
     run.dec(decision(call_id="m1", decision_id="d1", captured_at="2026-01-01T10:00:01Z"))
     before = len(run.revisions)
-    out = run.dec(decision(call_id="m1", decision_id="d1-regenerated",
-                           captured_at="2026-01-01T10:05:00Z"))
+    out = run.dec(
+        decision(call_id="m1", decision_id="d1-regenerated", captured_at="2026-01-01T10:05:00Z")
+    )
     assert out.outcome == "duplicate" and out.counts["duplicate:decision"] == 1
     assert len(run.revisions) == before
     assert [d["decision_id"] for d in joined(run)] == ["d1"]
@@ -48,9 +49,15 @@ def test_other_harnesses_keep_file_path_in_the_key() -> None:
     assert len(joined(run)) == 2
 
 
-@pytest.mark.parametrize("field,other", [("accepted", False), ("explicit", False),
-                                         ("interaction_mode", "inline"),
-                                         ("occurred_at", "2026-01-01T10:00:01Z")])
+@pytest.mark.parametrize(
+    "field,other",
+    [
+        ("accepted", False),
+        ("explicit", False),
+        ("interaction_mode", "inline"),
+        ("occurred_at", "2026-01-01T10:00:01Z"),
+    ],
+)
 def test_each_key_field_distinguishes_decisions(field: str, other: object) -> None:
     run = Run()
     run.msg(assistant(message_id="m1"))
@@ -63,11 +70,25 @@ def test_retention_observations_at_different_delays_are_distinct_rows() -> None:
     run = Run()
     run.msg(assistant(message_id="m1"))
     for i, delay in enumerate([1000, 60000, None]):
-        out = run.dec(decision(call_id="m1", harness="pi", decision_id=f"d{i}",
-                               edit_retention_score=0.5, observation_delay_ms=delay))
+        out = run.dec(
+            decision(
+                call_id="m1",
+                harness="pi",
+                decision_id=f"d{i}",
+                edit_retention_score=0.5,
+                observation_delay_ms=delay,
+            )
+        )
         assert out.outcome == "contributed"
-    again = run.dec(decision(call_id="m1", harness="pi", decision_id="dx",
-                             edit_retention_score=0.9, observation_delay_ms=60000))
+    again = run.dec(
+        decision(
+            call_id="m1",
+            harness="pi",
+            decision_id="dx",
+            edit_retention_score=0.9,
+            observation_delay_ms=60000,
+        )
+    )
     assert again.outcome == "duplicate"
     assert len(joined(run)) == 3
 
@@ -94,8 +115,9 @@ def test_codex_pathless_row_without_sibling_is_a_real_decision() -> None:
     run.msg(assistant(message_id="m1", tool_calls=[tool_call("call_9")]))
     out = run.dec(decision(call_id="call_9", harness="codex", file_path=""))
     assert out.outcome == "contributed"
-    other = run.dec(decision(call_id="call_9", harness="codex", decision_id="d2",
-                             file_path="", accepted=False))
+    other = run.dec(
+        decision(call_id="call_9", harness="codex", decision_id="d2", file_path="", accepted=False)
+    )
     assert other.outcome == "contributed"
     assert len(joined(run)) == 2
 
@@ -104,8 +126,15 @@ def test_codex_sibling_must_match_every_key_field() -> None:
     run = Run()
     run.msg(assistant(message_id="m1", tool_calls=[tool_call("call_9")]))
     run.dec(decision(call_id="call_9", harness="codex", file_path="src/a.py"))
-    out = run.dec(decision(call_id="call_9", harness="codex", decision_id="d2", file_path="",
-                           occurred_at="2026-01-01T10:00:05Z"))
+    out = run.dec(
+        decision(
+            call_id="call_9",
+            harness="codex",
+            decision_id="d2",
+            file_path="",
+            occurred_at="2026-01-01T10:00:05Z",
+        )
+    )
     assert out.outcome == "contributed"
 
 

@@ -35,20 +35,39 @@ def sessions(draw: st.DrawFn) -> list[Session]:
             for _ in range(draw(st.integers(0, 2))):
                 seq += 1
                 role = draw(st.sampled_from(["ROLE_USER", "ROLE_TOOL", "ROLE_ASSISTANT"]))
-                messages.append(message(sid, role, draw(words), message_id=f"{sid}-m{seq}",
-                                        sequence=seq if with_sequence else None))
+                messages.append(
+                    message(
+                        sid,
+                        role,
+                        draw(words),
+                        message_id=f"{sid}-m{seq}",
+                        sequence=seq if with_sequence else None,
+                    )
+                )
             seq += 1
-            tools = [draw(st.sampled_from([f"{sid}-t{seq}-{i}", "shared"]))
-                     for i in range(draw(st.integers(0, 2)))]
-            messages.append(assistant(sid, draw(words), message_id=f"{sid}-a{seq}",
-                                      sequence=seq if with_sequence else None,
-                                      tool_calls=[tool_call(t, arguments={"x": t}) for t in tools]))
+            tools = [
+                draw(st.sampled_from([f"{sid}-t{seq}-{i}", "shared"]))
+                for i in range(draw(st.integers(0, 2)))
+            ]
+            messages.append(
+                assistant(
+                    sid,
+                    draw(words),
+                    message_id=f"{sid}-a{seq}",
+                    sequence=seq if with_sequence else None,
+                    tool_calls=[tool_call(t, arguments={"x": t}) for t in tools],
+                )
+            )
             reachable += [f"{sid}-a{seq}", *tools]
         decisions = [
-            decision(sid, draw(st.sampled_from([*reachable, "nowhere", None])),
-                     decision_id=f"{sid}-d{d}", occurred_at=f"2026-01-01T10:00:{d:02d}Z",
-                     harness=draw(st.sampled_from(["claude-code", "pi", "copilot", "codex"])),
-                     accepted=draw(st.booleans()))
+            decision(
+                sid,
+                draw(st.sampled_from([*reachable, "nowhere", None])),
+                decision_id=f"{sid}-d{d}",
+                occurred_at=f"2026-01-01T10:00:{d:02d}Z",
+                harness=draw(st.sampled_from(["claude-code", "pi", "copilot", "codex"])),
+                accepted=draw(st.booleans()),
+            )
             for d in range(draw(st.integers(0, 4)))
         ]
         out.append((messages, decisions))
@@ -85,8 +104,10 @@ def redeliver(stream: list[Record], rnd: random.Random, copies: int) -> list[Rec
         kind, value = stream[i]
         first = out.index(stream[i])
         if kind == "decisions" and rnd.random() < 0.5:  # a producer retry regenerates ids
-            value = value | {"decision_id": value["decision_id"] + "-retry",
-                             "captured_at": "2026-01-02T00:00:00Z"}
+            value = value | {
+                "decision_id": value["decision_id"] + "-retry",
+                "captured_at": "2026-01-02T00:00:00Z",
+            }
         out.insert(rnd.randint(first + 1, len(out)), (kind, value))
     return out
 
@@ -133,12 +154,23 @@ def test_every_record_is_accounted_for_exactly_once(
 
     final = r.final()
     in_turns = {d["decision_id"] for t in final.values() for d in t["decisions"]}
-    emitted = {p["content"] for t in final.values() for m in t["new_messages"]
-               for p in m["parts"] if p["type"] == "text"}
-    waiting = {d.decision["decision_id"] for sid in r.pipeline.store.session_ids()
-               for d in r.pipeline.store.get(sid).waiting}  # type: ignore[union-attr]
-    pending = {p.message["parts"][0]["content"] for sid in r.pipeline.store.session_ids()
-               for p in r.pipeline.store.get(sid).pending}  # type: ignore[union-attr]
+    emitted = {
+        p["content"]
+        for t in final.values()
+        for m in t["new_messages"]
+        for p in m["parts"]
+        if p["type"] == "text"
+    }
+    waiting = {
+        d.decision["decision_id"]
+        for sid in r.pipeline.store.session_ids()
+        for d in r.pipeline.store.get(sid).waiting
+    }  # type: ignore[union-attr]
+    pending = {
+        p.message["parts"][0]["content"]
+        for sid in r.pipeline.store.session_ids()
+        for p in r.pipeline.store.get(sid).pending
+    }  # type: ignore[union-attr]
     for offset, (kind, value) in enumerate(stream):
         if fate[offset] != "contributed":
             continue

@@ -51,10 +51,14 @@ PAIRS: dict[str, tuple[type[BaseModel], dict[str, Any]]] = {
 PAIRS["decision_payload"] = (DecisionPayload, payload_schema())
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**40), 2**40)
-    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=12),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner,
-                                                                 max_size=3),
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**40), 2**40)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=12),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
     max_leaves=6,
 )
 
@@ -88,8 +92,13 @@ def mutate(doc: Any, data: st.DataObject) -> Any:
     doc = copy.deepcopy(doc)
     node = doc
     while True:
-        children = list(node.items()) if isinstance(node, dict) else list(enumerate(node)) \
-            if isinstance(node, list) else []
+        children = (
+            list(node.items())
+            if isinstance(node, dict)
+            else list(enumerate(node))
+            if isinstance(node, list)
+            else []
+        )
         if not children:
             return data.draw(json_values)
         key, child = data.draw(st.sampled_from(children))
@@ -103,9 +112,15 @@ def mutate(doc: Any, data: st.DataObject) -> Any:
         return doc
 
 
-AGREEMENT = settings(max_examples=40, deadline=None,
-                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
-                                            HealthCheck.data_too_large])
+AGREEMENT = settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.filter_too_much,
+        HealthCheck.data_too_large,
+    ],
+)
 
 
 @pytest.mark.parametrize("name", sorted(PAIRS))
@@ -118,11 +133,21 @@ def test_models_and_schemas_agree_on_generated_documents(name: str, data: st.Dat
 
 
 GOOD_DECISION = {
-    "decision_id": "d", "org_id": "acme", "session_id": "s", "user_id": None,
-    "agent_harness": "pi", "file_path": "", "accepted": True, "explicit": False,
-    "interaction_mode": "inline", "commit_sha": None, "call_id": None,
-    "edit_retention_score": None, "observation_delay_ms": None,
-    "occurred_at": "2026-01-01T00:00:00Z", "captured_at": "2026-01-01T00:00:00.5+05:30",
+    "decision_id": "d",
+    "org_id": "acme",
+    "session_id": "s",
+    "user_id": None,
+    "agent_harness": "pi",
+    "file_path": "",
+    "accepted": True,
+    "explicit": False,
+    "interaction_mode": "inline",
+    "commit_sha": None,
+    "call_id": None,
+    "edit_retention_score": None,
+    "observation_delay_ms": None,
+    "occurred_at": "2026-01-01T00:00:00Z",
+    "captured_at": "2026-01-01T00:00:00.5+05:30",
     "raw": {},
 }
 GOOD_MESSAGE = {"role": "ROLE_USER", "content": [{"text": "x"}]}
@@ -146,8 +171,10 @@ GOOD_MESSAGE = {"role": "ROLE_USER", "content": [{"text": "x"}]}
         ("decision", GOOD_DECISION | {"occurred_at": "2026-01-01 00:00:00Z"}),
         ("decision", GOOD_DECISION | {"raw": []}),
         ("decision", {k: v for k, v in GOOD_DECISION.items() if k != "user_id"}),
-        ("decision_payload", {k: v for k, v in GOOD_DECISION.items()
-                              if k not in ("org_id", "captured_at")}),
+        (
+            "decision_payload",
+            {k: v for k, v in GOOD_DECISION.items() if k not in ("org_id", "captured_at")},
+        ),
         ("decision_payload", GOOD_DECISION | {"org_id": None, "captured_at": None}),
         ("event", {"conversationId": "s", "message": GOOD_MESSAGE}),
         ("event", {"conversationId": "", "message": GOOD_MESSAGE}),
@@ -162,28 +189,91 @@ GOOD_MESSAGE = {"role": "ROLE_USER", "content": [{"text": "x"}]}
         ("event", {"conversationId": "s", "message": {"role": 1, "content": [{"image": 1}]}}),
         ("event", {"conversationId": "s", "message": {"role": 1, "content": [{"text": None}]}}),
         ("event", {"conversationId": "s", "message": {"role": 1, "content": [5]}}),
-        ("event", {"conversationId": "s", "message": {"role": 1, "content": [
-            {"text": "a", "reasoning": None}]}}),
-        ("event", {"conversationId": "s", "message": {"role": 1, "content": [
-            {"text": "a", "toolResult": {"toolCallId": "c", "result": None}}]}}),
-        ("event", {"conversationId": "s", "message": {"role": 1, "content": [
-            {"toolResult": {"toolCallId": "c"}}]}}),
-        ("event", {"conversationId": "s", "message": {"role": 2, "content": None,
-                                                      "toolCalls": [{"id": "c", "name": "n"}]}}),
-        ("event", {"conversationId": "s", "message": {"role": 2, "toolCalls": [
-            {"id": "c", "name": "n", "arguments": ["x"]}]}}),
+        (
+            "event",
+            {
+                "conversationId": "s",
+                "message": {"role": 1, "content": [{"text": "a", "reasoning": None}]},
+            },
+        ),
+        (
+            "event",
+            {
+                "conversationId": "s",
+                "message": {
+                    "role": 1,
+                    "content": [{"text": "a", "toolResult": {"toolCallId": "c", "result": None}}],
+                },
+            },
+        ),
+        (
+            "event",
+            {
+                "conversationId": "s",
+                "message": {"role": 1, "content": [{"toolResult": {"toolCallId": "c"}}]},
+            },
+        ),
+        (
+            "event",
+            {
+                "conversationId": "s",
+                "message": {"role": 2, "content": None, "toolCalls": [{"id": "c", "name": "n"}]},
+            },
+        ),
+        (
+            "event",
+            {
+                "conversationId": "s",
+                "message": {"role": 2, "toolCalls": [{"id": "c", "name": "n", "arguments": ["x"]}]},
+            },
+        ),
         ("event", {"conversationId": "s", "publishedAt": "yesterday", "message": GOOD_MESSAGE}),
-        ("turn", {"new_messages": [], "completion": "", "decisions": [],
-                  "inference_call_id": "x", "tool_calls": []}),
-        ("turn", {"new_messages": [], "completion": "", "decisions": [GOOD_DECISION],
-                  "inference_call_id": "x", "tool_calls": [
-                      {"type": "tool_call", "id": "c", "name": "n", "arguments": {}}]}),
-        ("turn", {"new_messages": [{"role": "user", "parts": [{"type": "image"}],
-                                    "finish_reason": None}], "completion": "",
-                  "decisions": [], "inference_call_id": "x", "tool_calls": []}),
-        ("dead_letter", {"source_topic": "t", "partition": 0, "offset": 3.0, "key": None,
-                         "value": None, "encoding": "utf-8", "reason": "schema", "error": "e",
-                         "dead_lettered_at": "2026-01-01T00:00:00Z"}),
+        (
+            "turn",
+            {
+                "new_messages": [],
+                "completion": "",
+                "decisions": [],
+                "inference_call_id": "x",
+                "tool_calls": [],
+            },
+        ),
+        (
+            "turn",
+            {
+                "new_messages": [],
+                "completion": "",
+                "decisions": [GOOD_DECISION],
+                "inference_call_id": "x",
+                "tool_calls": [{"type": "tool_call", "id": "c", "name": "n", "arguments": {}}],
+            },
+        ),
+        (
+            "turn",
+            {
+                "new_messages": [
+                    {"role": "user", "parts": [{"type": "image"}], "finish_reason": None}
+                ],
+                "completion": "",
+                "decisions": [],
+                "inference_call_id": "x",
+                "tool_calls": [],
+            },
+        ),
+        (
+            "dead_letter",
+            {
+                "source_topic": "t",
+                "partition": 0,
+                "offset": 3.0,
+                "key": None,
+                "value": None,
+                "encoding": "utf-8",
+                "reason": "schema",
+                "error": "e",
+                "dead_lettered_at": "2026-01-01T00:00:00Z",
+            },
+        ),
     ],
 )
 def test_models_and_schemas_agree_on_edge_cases(name: str, doc: Any) -> None:
@@ -193,4 +283,5 @@ def test_models_and_schemas_agree_on_edge_cases(name: str, doc: Any) -> None:
 def test_the_format_checker_really_checks_date_times() -> None:
     """Without rfc3339-validator, jsonschema skips date-time silently; these tests need it."""
     assert not validator("developer-decision.v1.json").is_valid(
-        GOOD_DECISION | {"occurred_at": "not a date"})
+        GOOD_DECISION | {"occurred_at": "not a date"}
+    )
