@@ -31,6 +31,14 @@ def _replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def _worker(args: argparse.Namespace) -> int:
+    load_settings()  # a bad setting is a one-line error before Faust starts
+    from stream_app.app import app
+
+    app.Worker(loglevel=args.loglevel).execute_from_commandline()
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="stream-app", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -41,6 +49,10 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--dlq", required=True, help="where to write dead letters")
     replay.add_argument("--org-id", help="the deployment's org id (default: STREAM_APP_ORG_ID)")
     replay.set_defaults(run=_replay)
+
+    worker = commands.add_parser("worker", help="run a worker on the Kafka cluster")
+    worker.add_argument("--loglevel", default="info", help="debug, info, warning or error")
+    worker.set_defaults(run=_worker)
     return parser
 
 

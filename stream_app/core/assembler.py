@@ -5,7 +5,9 @@ an inference call; that call becomes a Turn. Decisions join turns by ``call_id``
 turn's ``inference_call_id`` or any of its tool-call ids, whichever arrives first, and only
 when exactly one turn answers to that id (unique-or-drop).
 
-The state passed in is owned by the call: it is updated and returned, never shared.
+The state passed in is owned by the call: it is updated and returned, never shared. A
+source record applied once is never applied again, so a worker that reads again from its
+last committed offset after a crash changes nothing it had already done.
 """
 
 from __future__ import annotations
@@ -36,6 +38,13 @@ def apply(
     if state is None:
         state = SessionState(item.session_id, now)
     state.last_seen = now
+    topic, partition, offset = item.source
+    position = f"{topic}:{partition}"
+    if offset <= state.applied.get(position, -1):
+        out.outcome = "duplicate"
+        out.counts["reprocessed"] += 1
+        return state, out
+    state.applied[position] = offset
     if isinstance(item, SessionMessage):
         _add_message(state, item, now, out)
     else:

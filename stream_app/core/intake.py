@@ -68,7 +68,7 @@ def _bind_tenant(org_id: str | None, field: str, policy: Policy) -> None:
         )
 
 
-def _message(doc: Any, counts: Counter[str], policy: Policy) -> SessionMessage:
+def _message(doc: Any, origin: Origin, counts: Counter[str], policy: Policy) -> SessionMessage:
     event = LLMMessagePublishedEvent.model_validate(doc)
     _bind_tenant(event.orgId, "orgId", policy)
     message = event.message
@@ -76,6 +76,7 @@ def _message(doc: Any, counts: Counter[str], policy: Policy) -> SessionMessage:
     completes = message.role == "assistant" and bool(message.finishReason)
     return SessionMessage(
         session_id=session,
+        source=(origin.source_topic, origin.partition, origin.offset),
         identity=identity(message),
         sequence=message.sequence,
         message=inference_message(message, counts),
@@ -109,7 +110,7 @@ def decode(record: SourceRecord, policy: Policy, now: float) -> tuple[SessionInp
     try:
         doc = _parse(record, policy)
         if record.kind == "messages":
-            return _message(doc, out.counts, policy), out
+            return _message(doc, origin, out.counts, policy), out
         return _decision(doc, origin, policy), out
     except ValidationError as exc:
         return None, rejected(origin, Reason.SCHEMA, _describe(exc), now)

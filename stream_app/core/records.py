@@ -11,6 +11,8 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+import orjson
+
 TopicKind = Literal["messages", "decisions"]
 Outcome = Literal["contributed", "duplicate", "dead_lettered"]
 
@@ -63,11 +65,15 @@ class Origin:
         return base64.b64decode(self.key) if self.encoding == "base64" else self.key.encode()
 
 
+Source = tuple[str, int, int]  # (topic, partition, offset) of the record an input came from
+
+
 @dataclass(frozen=True, slots=True)
 class SessionMessage:
     """A validated chat message, translated to an InferenceMessage, keyed by its session."""
 
     session_id: str
+    source: Source
     identity: str | None
     sequence: int | None
     message: dict[str, Any]
@@ -85,6 +91,10 @@ class SessionDecision:
     # codex with a call_id: the key shared by a row and its pathless re-send
     codex_sibling: str | None
     origin: Origin
+
+    @property
+    def source(self) -> Source:
+        return (self.origin.source_topic, self.origin.partition, self.origin.offset)
 
 
 SessionInput = SessionMessage | SessionDecision
@@ -114,3 +124,41 @@ class Outputs:
         self.turns.extend(other.turns)
         self.dead_letters.extend(other.dead_letters)
         self.counts.update(other.counts)
+
+
+def dump_input(item: SessionInput) -> bytes:
+    """A session input as bytes, to cross the repartition topic between intake and state."""
+    if isinstance(item, SessionMessage):
+        return orjson.dumps(
+            {
+                "m": [
+                    item.session_id,
+                    item.source,
+                    item.identity,
+                    item.sequence,
+                    item.message,
+                    item.inference_call_id,
+                ]
+            }
+        )
+    o = item.origin
+    return orjson.dumps(
+        {
+            "d": [
+                item.session_id,
+                item.decision,
+                item.natural_key,
+                item.codex_sibling,
+                [o.source_topic, o.partition, o.offset, o.key, o.value, o.encoding],
+            ]
+        }
+    )
+
+
+def load_input(data: bytes) -> SessionInput:
+    doc = orjson.loads(data)
+    if "m" in doc:
+        session_id, source, identity, sequence, message, call_id = doc["m"]
+        return SessionMessage(session_id, tuple(source), identity, sequence, message, call_id)
+    session_id, decision, key, sibling, origin = doc["d"]
+    return SessionDecision(session_id, decision, key, sibling, Origin(*origin))

@@ -63,6 +63,9 @@ class SessionState:
     seen_messages: set[str] = field(default_factory=set)
     seen_decisions: set[str] = field(default_factory=set)
     codex_siblings: set[str] = field(default_factory=set)
+    # Highest offset applied per source "topic:partition". After a crash a worker reads
+    # again from its last commit; records at or below these offsets were already applied.
+    applied: dict[str, int] = field(default_factory=dict)
 
     def turns_reaching(self, call_id: str) -> list[EmittedTurn]:
         return [turn for turn in self.turns.values() if call_id in turn.reach]
@@ -83,6 +86,7 @@ class SessionState:
                 "seen_messages": sorted(self.seen_messages),
                 "seen_decisions": sorted(self.seen_decisions),
                 "codex_siblings": sorted(self.codex_siblings),
+                "applied": self.applied,
             }
         )
 
@@ -103,6 +107,7 @@ class SessionState:
             seen_messages=set(doc["seen_messages"]),
             seen_decisions=set(doc["seen_decisions"]),
             codex_siblings=set(doc["codex_siblings"]),
+            applied=doc["applied"],
         )
 
 

@@ -280,3 +280,13 @@ def test_a_decision_joins_only_turns_of_its_own_session() -> None:
     run.dec(decision(session="s2", call_id="c"))
     assert len(run.final()["a2"]["decisions"]) == 1
     assert not run.dead_letters
+
+
+def test_a_source_record_read_again_after_a_crash_changes_nothing() -> None:
+    run = Run()
+    run.msg(message(text="no identity"))
+    run.offset -= 1  # the same record, same offset: a worker re-reading from its commit
+    again = run.msg(message(text="no identity"))
+    run.msg(assistant(message_id="a1"))
+    assert again.outcome == "duplicate" and again.counts["reprocessed"] == 1
+    assert texts(run.final()["a1"]) == ["no identity", "done"]

@@ -18,3 +18,21 @@ def test_state_round_trips_through_json() -> None:
     again = SessionState.from_json(state.to_json())
     assert again == state
     assert again.to_json() == state.to_json()
+
+
+def test_session_inputs_round_trip_through_the_repartition_encoding() -> None:
+    import orjson
+
+    from stream_app.core.intake import decode
+    from stream_app.core.policy import Policy
+    from stream_app.core.records import SourceRecord, dump_input, load_input
+
+    policy = Policy(org_id="acme")
+    for kind, value in [
+        ("messages", assistant(message_id="a", tool_calls=[tool_call("c")])),
+        ("decisions", decision(call_id="c")),
+    ]:
+        record = SourceRecord(kind, "t", 3, 17, b"k", orjson.dumps(value))  # type: ignore[arg-type]
+        item, _ = decode(record, policy, 0.0)
+        assert item is not None
+        assert load_input(dump_input(item)) == item

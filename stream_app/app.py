@@ -1,0 +1,202 @@
+"""The Faust application: the core over Kafka (SPEC §1, §5).
+
+Two agents. ``intake`` reads both input topics, decodes each record (dead-lettering the bad
+ones) and re-keys it by session id onto the internal ``<id>-sessions`` topic. ``assemble``
+reads that topic, so one worker owns all of one session: it folds each input into the
+session's state in the ``sessions`` table and produces turn revisions and dead letters.
+
+Delivery is at-least-once (the test broker has no transactions). Turn revisions and dead
+letters are acknowledged by the broker *before* the state change that produced them is
+written, and the core skips any source record it has already applied, so a worker killed
+at any moment and restarted re-emits at most identical revisions and never loses one.
+
+``faust -A stream_app.app worker`` and ``stream-app worker`` both run this module's ``app``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any
+
+import faust
+import orjson
+
+from stream_app import logs
+from stream_app.config import Settings, load_settings
+from stream_app.core.assembler import apply
+from stream_app.core.expiry import expire
+from stream_app.core.intake import decode
+from stream_app.core.records import Outputs, SourceRecord, dump_input, load_input
+from stream_app.models.topics import partition_for
+from stream_app.state.table import TableStore
+
+SWEEP = b'{"sweep":true}'  # the timer's record on the sessions topic: expire this partition
+
+
+def create_app(settings: Settings) -> faust.App:
+    policy = settings.policy()
+    partitions = settings.partitions
+    app = faust.App(
+        settings.id,
+        broker=settings.broker_url,
+        store=settings.store_url,
+        datadir=str(settings.data_dir),
+        web_port=settings.web_port,
+        topic_partitions=partitions,
+        table_standby_replicas=0,
+        broker_session_timeout=settings.session_timeout_seconds,
+        broker_heartbeat_interval=settings.heartbeat_interval_seconds,
+        broker_rebalance_timeout=settings.rebalance_timeout_seconds,
+        producer_max_batch_size=settings.producer_max_batch_size,
+        consumer_auto_offset_reset="earliest",
+        key_serializer="raw",
+        value_serializer="raw",
+        stream_wait_empty=False,
+    )
+
+    def topic(*names: str, **options: Any) -> faust.TopicT:
+        return app.topic(*names, key_type=bytes, value_type=bytes, partitions=partitions, **options)
+
+    inputs = topic(settings.topic_messages, settings.topic_decisions)
+    sessions = topic(f"{settings.id}-sessions", internal=True)
+    turns = topic(settings.topic_turns)
+    dead_letters = topic(settings.topic_dlq)
+    table = app.Table(
+        "sessions", default=None, partitions=partitions, key_type=bytes, value_type=bytes
+    )
+    store = TableStore(table)
+
+    async def send_all(out: Outputs) -> None:
+        """Produce every emission and wait until the broker has them all."""
+        acks: list[Awaitable[Any]] = []
+        for revision in out.turns:
+            acks.append(
+                await turns.send(
+                    key=revision.key.encode(),
+                    value=orjson.dumps(revision.turn),
+                    partition=partition_for(revision.session_id.encode(), partitions),
+                )
+            )
+        for letter in out.dead_letters:
+            key = letter["key"]
+            acks.append(
+                await dead_letters.send(
+                    key=None if key is None else key.encode(), value=orjson.dumps(letter)
+                )
+            )
+        if acks:
+            await asyncio.gather(*acks)
+        for letter in out.dead_letters:
+            logs.event(
+                "dead_letter",
+                logging.WARNING,
+                reason=letter["reason"],
+                source_topic=letter["source_topic"],
+                partition=letter["partition"],
+                offset=letter["offset"],
+                error=letter["error"],
+            )
+
+    @app.agent(inputs)
+    async def intake(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
+        async for event in stream.events():
+            msg = event.message
+            kind = "messages" if msg.topic == settings.topic_messages else "decisions"
+            record = SourceRecord(kind, msg.topic, msg.partition, msg.offset, msg.key, msg.value)
+            item, out = decode(record, policy, time.time())
+            if item is None:
+                await send_all(out)
+                continue
+            key = item.session_id.encode()
+            await sessions.send(
+                key=key, value=dump_input(item), partition=partition_for(key, partitions)
+            )
+            yield None
+
+    @app.agent(sessions)
+    async def assemble(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
+        async for event in stream.events():
+            if event.message.value == SWEEP:
+                await sweep(event.message.partition)
+                continue
+            item = load_input(event.message.value)
+            state, out = apply(store.get(item.session_id), item, policy, time.time())
+            await send_all(out)
+            store.put(state)
+            yield None
+
+    async def sweep(partition: int) -> None:
+        now = time.time()
+        for session_id in store.session_ids():
+            if partition_for(session_id.encode(), partitions) != partition:
+                continue
+            state = store.get(session_id)
+            if state is None:
+                continue
+            kept, out = expire(state, policy, now)
+            await send_all(out)
+            if kept is None:
+                store.delete(session_id)
+            elif out.counts["turns_closed"]:
+                store.put(kept)
+
+    @app.timer(settings.sweep_interval_seconds, on_leader=True)
+    async def request_sweeps() -> None:
+        for partition in range(partitions):
+            await sessions.send(key=None, value=SWEEP, partition=partition)
+
+    @app.page("/health")
+    async def health(web: Any, request: Any) -> Any:
+        """Live while the event loop answers."""
+        return web.json({"status": "live"})
+
+    @app.page("/ready")
+    async def ready(web: Any, request: Any) -> Any:
+        """Ready once table recovery has finished and no rebalance is under way."""
+        ok = app.tables.recovery.completed.is_set() and not app.rebalancing
+        return web.json({"ready": ok}, status=200 if ok else 503)
+
+    @app.on_partitions_assigned.connect
+    async def on_assigned(app: faust.App, assigned: set[Any], **kwargs: Any) -> None:
+        logs.event(
+            "partitions_assigned",
+            partitions=sorted(
+                f"{tp.topic}:{tp.partition}"
+                for tp in assigned
+                if tp.topic == sessions.get_topic_name()
+            ),
+        )
+
+    @app.on_rebalance_complete.connect
+    async def on_recovered(app: faust.App, **kwargs: Any) -> None:
+        logs.event("recovery_done", sessions=len(table))
+
+    @app.task
+    async def on_startup() -> None:
+        logs.event(
+            "startup",
+            app_id=settings.id,
+            broker=settings.broker_url,
+            org_id=policy.org_id,
+            partitions=partitions,
+            store=settings.store_url,
+            topics=[
+                settings.topic_messages,
+                settings.topic_decisions,
+                settings.topic_turns,
+                settings.topic_dlq,
+            ],
+        )
+
+    @app.task
+    async def declare_topics() -> None:
+        for t in (turns, dead_letters):
+            await t.maybe_declare()
+
+    return app
+
+
+app = create_app(load_settings())

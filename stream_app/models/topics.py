@@ -1,0 +1,10 @@
+"""Which partition a key lands in: Kafka's own rule, so every client agrees."""
+
+from __future__ import annotations
+
+from aiokafka.partitioner import murmur2
+
+
+def partition_for(key: bytes, partitions: int) -> int:
+    """The partition the Java client's default partitioner (murmur2) picks for ``key``."""
+    return (murmur2(key) & 0x7FFFFFFF) % partitions

@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from stream_app.embedded_broker import EmbeddedBroker
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
+    """One tansu broker for the whole run, on a free loopback port."""
+    log = tmp_path_factory.mktemp("broker") / "tansu.log"
+    with EmbeddedBroker(log=log) as running:
+        yield running
+
+
+@pytest.fixture
+def topics() -> dict[str, str]:
+    """Topic names and an app id of this test's own, so tests share the broker safely."""
+    run = uuid.uuid4().hex[:8]
+    return {
+        "STREAM_APP_ID": f"app-{run}",
+        "STREAM_APP_TOPIC_MESSAGES": f"messages-{run}",
+        "STREAM_APP_TOPIC_DECISIONS": f"decisions-{run}",
+        "STREAM_APP_TOPIC_TURNS": f"turns-{run}",
+        "STREAM_APP_TOPIC_DLQ": f"dlq-{run}",
+    }
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    return tmp_path

@@ -1,0 +1,266 @@
+"""SPEC §1, §5 and §7: the worker on a real broker gives what replay gives, through crashes
+and rebalances. Nothing here is mocked: tansu speaks the Kafka protocol, the worker is a
+``stream-app worker`` process, and records go in and out through librdkafka."""
+
+from __future__ import annotations
+
+import io
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from bench.workload import generate
+from stream_app.config import Settings
+from stream_app.embedded_broker import EmbeddedBroker
+from stream_app.models.topics import partition_for
+from stream_app.replay import replay
+from tests.contracts import assert_valid_turn
+from tests.kafka_io import TopicReader, create_topics, final_turns, publish
+from tests.worker_process import WorkerProcess
+
+pytestmark = pytest.mark.broker
+
+ROOT = Path(__file__).resolve().parent.parent
+PARTITIONS = 4
+
+
+def replayed(lines: list[dict[str, Any]], topics: dict[str, str]) -> tuple[dict, Counter]:
+    """What ``stream-app replay`` gives for the same records: final turns and dead letters."""
+    settings = Settings(
+        topic_messages=topics["STREAM_APP_TOPIC_MESSAGES"],
+        topic_decisions=topics["STREAM_APP_TOPIC_DECISIONS"],
+    )
+    turns, dlq = io.BytesIO(), io.BytesIO()
+    replay((orjson.dumps(line) for line in lines), settings, turns, dlq)
+    final = {}
+    for line in turns.getvalue().splitlines():
+        doc = orjson.loads(line)
+        final[doc["key"]] = doc["value"]
+    return final, letters([orjson.loads(x) for x in dlq.getvalue().splitlines()])
+
+
+def letters(dead: list[dict[str, Any]]) -> Counter:
+    """Dead letters up to partition, offset and time, each counted once (at-least-once)."""
+    return Counter(
+        {(d["source_topic"], d["key"], d["value"], d["reason"], d["error"]) for d in dead}
+    )
+
+
+def unstamp(turns: dict[str, dict]) -> dict[str, dict]:
+    """Drops the processor's own captured_at stamps, which differ between any two runs."""
+    out = {}
+    for key, turn in turns.items():
+        decisions = [
+            {**d, "captured_at": "stamped"}
+            if d["captured_at"].endswith("Z") and len(d["captured_at"]) == 27
+            else d
+            for d in turn["decisions"]
+        ]
+        out[key] = {**turn, "decisions": decisions}
+    return out
+
+
+class Pipeline:
+    """A test's topics, readers of its outputs, and its worker processes."""
+
+    def __init__(
+        self,
+        broker: EmbeddedBroker,
+        topics: dict[str, str],
+        workdir: Path,
+        input_partitions: int = PARTITIONS,
+    ) -> None:
+        self.broker, self.topics, self.workdir = broker, topics, workdir
+        create_topics(
+            broker.bootstrap,
+            [topics["STREAM_APP_TOPIC_MESSAGES"], topics["STREAM_APP_TOPIC_DECISIONS"]],
+            input_partitions,
+        )
+        create_topics(
+            broker.bootstrap,
+            [topics["STREAM_APP_TOPIC_TURNS"], topics["STREAM_APP_TOPIC_DLQ"]],
+            PARTITIONS,
+        )
+        self.turns = TopicReader(broker.bootstrap, topics["STREAM_APP_TOPIC_TURNS"], PARTITIONS)
+        self.dlq = TopicReader(broker.bootstrap, topics["STREAM_APP_TOPIC_DLQ"], PARTITIONS)
+        self.workers: list[WorkerProcess] = []
+
+    def worker(self, name: str = "worker") -> WorkerProcess:
+        w = WorkerProcess(
+            self.broker,
+            {**self.topics, "STREAM_APP_PARTITIONS": str(PARTITIONS)},
+            self.workdir,
+            name,
+        )
+        self.workers.append(w)
+        return w
+
+    def publish(self, lines: list[dict[str, Any]]) -> int:
+        return publish(
+            self.broker.bootstrap,
+            lines,
+            {
+                "messages": self.topics["STREAM_APP_TOPIC_MESSAGES"],
+                "decisions": self.topics["STREAM_APP_TOPIC_DECISIONS"],
+            },
+        )
+
+    def wait_for(self, expected_turns: dict, expected_letters: Counter, timeout: float) -> None:
+        self.turns.wait_until(
+            lambda: unstamp(final_turns(self.turns)) == unstamp(expected_turns),
+            timeout,
+            f"{len(expected_turns)} final turns",
+        )
+        self.dlq.wait_until(
+            lambda: letters(self.dlq.values()) == expected_letters,
+            timeout,
+            f"{len(expected_letters)} dead letters",
+        )
+
+    def close(self) -> None:
+        for w in self.workers:
+            w.stop()
+        self.turns.close()
+        self.dlq.close()
+
+
+@pytest.fixture
+def pipeline(broker: EmbeddedBroker, topics: dict[str, str], workdir: Path):  # type: ignore[no-untyped-def]
+    p = Pipeline(broker, topics, workdir)
+    yield p
+    p.close()
+
+
+def test_the_example_through_a_worker_equals_replay(
+    broker: EmbeddedBroker, topics: dict[str, str], workdir: Path
+) -> None:
+    # One input partition: Kafka orders only within a partition, and the example publishes
+    # one of its messages under a wrong key.
+    p = Pipeline(broker, topics, workdir, input_partitions=1)
+    try:
+        lines = [
+            orjson.loads(x) for x in (ROOT / "examples" / "session.jsonl").read_bytes().splitlines()
+        ]
+        expected, expected_letters = replayed(lines, topics)
+        p.worker().start().wait_ready()
+        p.publish(lines)
+        p.wait_for(expected, expected_letters, timeout=60)
+        for partition, key, value in p.turns.records:
+            turn = orjson.loads(value)
+            assert_valid_turn(turn)
+            assert key == turn["inference_call_id"].encode()
+            assert partition == partition_for(b"sess-7f3a", PARTITIONS)  # the session's
+    finally:
+        p.close()
+
+
+def test_a_worker_killed_twice_mid_stream_ends_with_the_turns_of_an_uninterrupted_replay(
+    pipeline: Pipeline,
+) -> None:
+    lines = list(generate(records=20_000, sessions=500, seed=11))
+    expected, expected_letters = replayed(lines, pipeline.topics)
+    worker = pipeline.worker().start()
+    worker.wait_ready()
+    started = time.monotonic()
+    pipeline.publish(lines)
+    revisions = sum(1 for line in lines if line["topic"] == "messages")  # an upper bound
+    kills = []
+    for fraction in (0.2, 0.55):
+        pipeline.turns.wait_until(
+            lambda f=fraction: len(pipeline.turns.records) >= f * len(expected),
+            180,
+            f"{fraction:.0%} of the turns",
+        )
+        worker.kill()
+        kills.append(len(pipeline.turns.records))
+        worker.start()
+        worker.wait_ready()
+    pipeline.wait_for(expected, expected_letters, timeout=300)
+    elapsed = time.monotonic() - started
+    print(
+        f"\ncrash test: {len(lines)} records, {len(expected)} turns, "
+        f"{len(pipeline.turns.records)} revisions read, killed at {kills}, "
+        f"{len(lines) / elapsed:.0f} records/s including two restarts"
+    )
+    assert revisions > len(expected)
+
+
+def assigned(worker: WorkerProcess) -> list[str]:
+    """The sessions partitions this worker was given at its latest rebalance."""
+    latest: list[str] = []
+    for line in worker.log.read_text().splitlines():
+        if line.startswith("{") and '"partitions_assigned"' in line:
+            latest = orjson.loads(line)["partitions"]
+    return latest
+
+
+def test_two_workers_split_the_partitions_and_one_takes_over_when_the_other_stops(
+    pipeline: Pipeline,
+) -> None:
+    lines = list(generate(records=8_000, sessions=200, seed=5))
+    expected, expected_letters = replayed(lines, pipeline.topics)
+    first, second = pipeline.worker("first").start(), pipeline.worker("second").start()
+    first.wait_ready()
+    second.wait_ready()
+    pipeline.turns.wait_until(
+        lambda: (
+            len(assigned(first)) + len(assigned(second)) == PARTITIONS
+            and assigned(first) != []
+            and assigned(second) != []
+        ),
+        60,
+        "both workers to own partitions",
+    )
+    pipeline.publish(lines)
+    pipeline.turns.wait_until(
+        lambda: len(pipeline.turns.records) >= 0.3 * len(expected), 120, "30% of the turns"
+    )
+    first.stop()
+    pipeline.wait_for(expected, expected_letters, timeout=240)
+    assert len(assigned(second)) == PARTITIONS
+
+
+def test_a_killed_worker_processes_again_within_seconds_of_its_restart(
+    pipeline: Pipeline,
+) -> None:
+    worker = pipeline.worker().start()
+    worker.wait_ready()
+    probes = 0
+
+    def probe() -> float:
+        """Seconds from publishing a completed inference call to reading its turn."""
+        nonlocal probes
+        probes += 1
+        call = {
+            "topic": "messages",
+            "key": f"probe-{probes}",
+            "value": {
+                "conversationId": f"probe-{probes}",
+                "message": {
+                    "role": "ROLE_ASSISTANT",
+                    "messageId": f"probe-call-{probes}",
+                    "finishReason": "stop",
+                    "content": [{"text": "ok"}],
+                },
+            },
+        }
+        sent = time.monotonic()
+        pipeline.publish([call])
+        pipeline.turns.wait_until(
+            lambda: f"probe-call-{probes}" in final_turns(pipeline.turns), 120, "the probe's turn"
+        )
+        return time.monotonic() - sent
+
+    probe()
+    worker.kill()
+    restarted = time.monotonic()
+    worker.start()
+    ready = worker.wait_ready()
+    probe()
+    seconds = time.monotonic() - restarted
+    print(f"\nrestart after SIGKILL: ready in {ready:.1f} s, processing again in {seconds:.1f} s")
+    assert seconds < 30, "with the tuned group settings a restart takes a few seconds"
