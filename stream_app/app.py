@@ -19,17 +19,24 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable
-from typing import Any
+from typing import Any, cast
 
 import faust
 import orjson
+from faust.tables.manager import TableManager
 
 from stream_app import logs
 from stream_app.config import Settings, load_settings
 from stream_app.core.assembler import apply
 from stream_app.core.expiry import expire
 from stream_app.core.intake import decode
-from stream_app.core.records import Outputs, SourceRecord, dump_input, load_input
+from stream_app.core.records import (
+    Outputs,
+    SourceRecord,
+    TopicKind,
+    dump_input,
+    load_input,
+)
 from stream_app.models.topics import partition_for
 from stream_app.state.table import TableStore
 
@@ -104,7 +111,7 @@ def create_app(settings: Settings) -> faust.App:
     async def intake(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
         async for event in stream.events():
             msg = event.message
-            kind = "messages" if msg.topic == settings.topic_messages else "decisions"
+            kind: TopicKind = "messages" if msg.topic == settings.topic_messages else "decisions"
             record = SourceRecord(kind, msg.topic, msg.partition, msg.offset, msg.key, msg.value)
             item, out = decode(record, policy, time.time())
             if item is None:
@@ -156,10 +163,11 @@ def create_app(settings: Settings) -> faust.App:
     @app.page("/ready")
     async def ready(web: Any, request: Any) -> Any:
         """Ready once table recovery has finished and no rebalance is under way."""
-        ok = app.tables.recovery.completed.is_set() and not app.rebalancing
+        ok = cast(TableManager, app.tables).recovery.completed.is_set() and not app.rebalancing
         return web.json({"ready": ok}, status=200 if ok else 503)
 
-    @app.on_partitions_assigned.connect
+    # Faust's signal stubs do not describe receivers that take the signal's arguments.
+    @app.on_partitions_assigned.connect  # type: ignore[arg-type]
     async def on_assigned(app: faust.App, assigned: set[Any], **kwargs: Any) -> None:
         logs.event(
             "partitions_assigned",
@@ -170,7 +178,7 @@ def create_app(settings: Settings) -> faust.App:
             ),
         )
 
-    @app.on_rebalance_complete.connect
+    @app.on_rebalance_complete.connect  # type: ignore[arg-type]
     async def on_recovered(app: faust.App, **kwargs: Any) -> None:
         logs.event("recovery_done", sessions=len(table))
 

@@ -89,12 +89,13 @@ class Pipeline:
         self.dlq = TopicReader(broker.bootstrap, topics["STREAM_APP_TOPIC_DLQ"], PARTITIONS)
         self.workers: list[WorkerProcess] = []
 
-    def worker(self, name: str = "worker") -> WorkerProcess:
+    def worker(self, name: str = "worker", faust_cli: bool = False) -> WorkerProcess:
         w = WorkerProcess(
             self.broker,
             {**self.topics, "STREAM_APP_PARTITIONS": str(PARTITIONS)},
             self.workdir,
             name,
+            faust_cli,
         )
         self.workers.append(w)
         return w
@@ -146,7 +147,7 @@ def test_the_example_through_a_worker_equals_replay(
             orjson.loads(x) for x in (ROOT / "examples" / "session.jsonl").read_bytes().splitlines()
         ]
         expected, expected_letters = replayed(lines, topics)
-        p.worker().start().wait_ready()
+        p.worker(faust_cli=True).start().wait_ready()  # `faust -A stream_app.app worker`
         p.publish(lines)
         p.wait_for(expected, expected_letters, timeout=60)
         for partition, key, value in p.turns.records:

@@ -25,7 +25,12 @@ TANSU_SETTINGS = {
 
 class WorkerProcess:
     def __init__(
-        self, broker: EmbeddedBroker, settings: dict[str, str], workdir: Path, name: str = "worker"
+        self,
+        broker: EmbeddedBroker,
+        settings: dict[str, str],
+        workdir: Path,
+        name: str = "worker",
+        faust_cli: bool = False,
     ) -> None:
         self.port = free_port()
         self.log = workdir / f"{name}.log"
@@ -38,11 +43,16 @@ class WorkerProcess:
             **settings,
         }
         self.process: subprocess.Popen[bytes] | None = None
+        self.command = (
+            [sys.executable, "-m", "faust", "-A", "stream_app.app", "worker", "-l", "info"]
+            if faust_cli
+            else [sys.executable, "-m", "stream_app", "worker", "--loglevel", "info"]
+        )
 
     def start(self) -> WorkerProcess:
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "stream_app", "worker", "--loglevel", "info"],
+                self.command,
                 env=self.env,
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -7,4 +7,4 @@ from aiokafka.partitioner import murmur2
 
 def partition_for(key: bytes, partitions: int) -> int:
     """The partition the Java client's default partitioner (murmur2) picks for ``key``."""
-    return (murmur2(key) & 0x7FFFFFFF) % partitions
+    return int(murmur2(key) & 0x7FFFFFFF) % partitions
