@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
 import time
 from collections.abc import AsyncIterator, Awaitable
 from typing import Any, cast
@@ -24,10 +26,12 @@ from typing import Any, cast
 import faust
 import orjson
 from faust.tables.manager import TableManager
+from prometheus_client import generate_latest
 
-from stream_app import logs
+from stream_app import logs, metrics
 from stream_app.config import Settings, load_settings
 from stream_app.core.assembler import apply
+from stream_app.core.dead_letter import original_key
 from stream_app.core.expiry import expire
 from stream_app.core.intake import decode
 from stream_app.core.records import (
@@ -40,7 +44,20 @@ from stream_app.core.records import (
 from stream_app.models.topics import partition_for
 from stream_app.state.table import TableStore
 
+METRICS_CONTENT_TYPE = "text/plain; version=0.0.4"  # aiohttp adds the charset itself
 SWEEP = b'{"sweep":true}'  # the timer's record on the sessions topic: expire this partition
+
+
+def stop_now(signum: int) -> None:
+    """Stop as a crash does: no final commit.
+
+    Faust's graceful stop commits offsets for events it acknowledged without processing (an
+    agent cancelled mid-event, events dropped during the rebalance it triggers), so records
+    could be lost. A crash commits nothing: the next owner reads again from the last commit
+    and the core turns what was already applied into duplicates. Proven by the SIGKILL tests.
+    """
+    logs.event("shutdown", signal=signal.Signals(signum).name, mode="crash-only")
+    os._exit(0)
 
 
 def create_app(settings: Settings) -> faust.App:
@@ -76,7 +93,9 @@ def create_app(settings: Settings) -> faust.App:
     )
     store = TableStore(table)
 
-    async def send_all(out: Outputs) -> None:
+    last_read: dict[Any, int] = {}  # input partition -> offset, for the lag gauge
+
+    async def send_all(out: Outputs, started: float | None = None) -> None:
         """Produce every emission and wait until the broker has them all."""
         acks: list[Awaitable[Any]] = []
         for revision in out.turns:
@@ -88,14 +107,16 @@ def create_app(settings: Settings) -> faust.App:
                 )
             )
         for letter in out.dead_letters:
-            key = letter["key"]
             acks.append(
-                await dead_letters.send(
-                    key=None if key is None else key.encode(), value=orjson.dumps(letter)
-                )
+                await dead_letters.send(key=original_key(letter), value=orjson.dumps(letter))
             )
         if acks:
             await asyncio.gather(*acks)
+        metrics.count(out.counts)
+        if started is not None:
+            for revision in out.turns:
+                if revision.first:
+                    metrics.TURN_LATENCY.observe(max(0.0, time.time() - started))
         for letter in out.dead_letters:
             logs.event(
                 "dead_letter",
@@ -111,15 +132,22 @@ def create_app(settings: Settings) -> faust.App:
     async def intake(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
         async for event in stream.events():
             msg = event.message
+            metrics.RECORDS.labels(topic=msg.topic).inc()
+            last_read[msg.tp] = msg.offset
             kind: TopicKind = "messages" if msg.topic == settings.topic_messages else "decisions"
             record = SourceRecord(kind, msg.topic, msg.partition, msg.offset, msg.key, msg.value)
             item, out = decode(record, policy, time.time())
             if item is None:
                 await send_all(out)
                 continue
+            metrics.count(out.counts)
             key = item.session_id.encode()
+            # The record's own timestamp travels on, for the turn latency histogram.
             await sessions.send(
-                key=key, value=dump_input(item), partition=partition_for(key, partitions)
+                key=key,
+                value=dump_input(item),
+                timestamp=msg.timestamp,
+                partition=partition_for(key, partitions),
             )
             yield None
 
@@ -131,7 +159,7 @@ def create_app(settings: Settings) -> faust.App:
                 continue
             item = load_input(event.message.value)
             state, out = apply(store.get(item.session_id), item, policy, time.time())
-            await send_all(out)
+            await send_all(out, started=event.message.timestamp)
             store.put(state)
             yield None
 
@@ -159,6 +187,24 @@ def create_app(settings: Settings) -> faust.App:
     async def health(web: Any, request: Any) -> Any:
         """Live while the event loop answers."""
         return web.json({"status": "live"})
+
+    @app.page("/metrics")
+    async def metrics_page(web: Any, request: Any) -> Any:
+        metrics.SESSIONS.set(len(table))
+        for tp in app.consumer.assignment():
+            if tp in last_read and (highwater := app.consumer.highwater(tp)) is not None:
+                lag = max(0, highwater - last_read[tp] - 1)
+                metrics.LAG.labels(topic=tp.topic, partition=str(tp.partition)).set(lag)
+        return web.bytes(generate_latest(metrics.REGISTRY), content_type=METRICS_CONTENT_TYPE)
+
+    @app.page("/sessions/{session_id}")
+    @app.table_route(table=table, match_info="session_id")
+    async def session_state(web: Any, request: Any, session_id: str) -> Any:
+        """One session's state, answered by the worker that owns it."""
+        state = store.get(session_id)
+        if state is None:
+            return web.json({"error": f"no state for session {session_id!r}"}, status=404)
+        return web.bytes(state.to_json(), content_type="application/json")
 
     @app.page("/ready")
     async def ready(web: Any, request: Any) -> Any:
@@ -198,6 +244,9 @@ def create_app(settings: Settings) -> faust.App:
                 settings.topic_dlq,
             ],
         )
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop_now, signum)
 
     @app.task
     async def declare_topics() -> None:

@@ -111,11 +111,24 @@ class Pipeline:
         )
 
     def wait_for(self, expected_turns: dict, expected_letters: Counter, timeout: float) -> None:
-        self.turns.wait_until(
-            lambda: unstamp(final_turns(self.turns)) == unstamp(expected_turns),
-            timeout,
-            f"{len(expected_turns)} final turns",
-        )
+        want = unstamp(expected_turns)
+        try:
+            self.turns.wait_until(
+                lambda: unstamp(final_turns(self.turns)) == want,
+                timeout,
+                f"{len(expected_turns)} final turns",
+            )
+        except AssertionError as exc:
+            got = unstamp(final_turns(self.turns))
+            missing = sorted(set(want) - set(got))
+            wrong = sorted(k for k in set(want) & set(got) if want[k] != got[k])
+            extra = sorted(set(got) - set(want))
+            sample = wrong[0] if wrong else None
+            raise AssertionError(
+                f"{exc}: {len(missing)} missing {missing[:5]}, {len(wrong)} different "
+                f"{wrong[:5]}, {len(extra)} unexpected {extra[:5]}; first different: "
+                f"want {sample and want[sample]} got {sample and got[sample]}"
+            ) from None
         self.dlq.wait_until(
             lambda: letters(self.dlq.values()) == expected_letters,
             timeout,

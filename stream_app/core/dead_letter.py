@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 from stream_app.core.records import Origin, Outputs
@@ -29,3 +30,11 @@ def rejected(origin: Origin, reason: Reason, error: str, now: float) -> Outputs:
     out.dead_letters.append(dead_letter(origin, reason, error, now))
     out.counts[f"dead_letter:{reason.value}"] += 1
     return out
+
+
+def original_key(letter: dict[str, Any]) -> bytes | None:
+    """The source record's key bytes: a dead letter keeps the key it came with."""
+    key = letter["key"]
+    if key is None:
+        return None
+    return base64.b64decode(key) if letter["encoding"] == "base64" else str(key).encode()

@@ -57,13 +57,6 @@ class Origin:
         text = base64.b64encode(value).decode() if self.encoding == "base64" else value.decode()
         return replace(self, value=text)
 
-    @property
-    def key_bytes(self) -> bytes | None:
-        """The original key, for the dead letter's own record key."""
-        if self.key is None:
-            return None
-        return base64.b64decode(self.key) if self.encoding == "base64" else self.key.encode()
-
 
 Source = tuple[str, int, int]  # (topic, partition, offset) of the record an input came from
 
