@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,11 +24,15 @@ def _replay(args: argparse.Namespace) -> int:
         return 2
     try:
         with source, open(args.out, "wb") as turns, open(args.dlq, "wb") as dlq:
-            counts = replay(source, settings, turns, dlq)
+            if sys.stderr.isatty():
+                from stream_app.replay_view import replay_with_progress
+
+                replay_with_progress(source, settings, turns, dlq)
+            else:
+                print(summary(replay(source, settings, turns, dlq)), file=sys.stderr)
     except OSError as exc:
         print(f"stream-app replay: {exc.filename}: {exc.strerror}", file=sys.stderr)
         return 2
-    print(summary(counts), file=sys.stderr)
     return 0
 
 
@@ -36,6 +41,32 @@ def _worker(args: argparse.Namespace) -> int:
     from stream_app.app import app
 
     app.Worker(loglevel=args.loglevel).execute_from_commandline()
+    return 0
+
+
+def _dev(args: argparse.Namespace) -> int:
+    from stream_app import dev
+
+    demo = Path(args.demo_file) if args.demo_file else dev.EXAMPLE if args.demo else None
+    return dev.run(load_settings(), args.port, demo, args.turns)
+
+
+def _tail(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from stream_app.tail import tail
+
+    settings = load_settings()
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(
+            tail(
+                args.bootstrap or settings.bootstrap_servers(),
+                args.topic or settings.topic_turns,
+                as_json=args.json,
+                from_beginning=not args.new,
+                limit=args.limit,
+            )
+        )
     return 0
 
 
@@ -53,6 +84,21 @@ def _parser() -> argparse.ArgumentParser:
     worker = commands.add_parser("worker", help="run a worker on the Kafka cluster")
     worker.add_argument("--loglevel", default="info", help="debug, info, warning or error")
     worker.set_defaults(run=_worker)
+
+    dev = commands.add_parser("dev", help="run an embedded broker and a worker on this machine")
+    dev.add_argument("--port", type=int, help="the broker's port (default: a free one)")
+    dev.add_argument("--demo", action="store_true", help="publish the example session")
+    dev.add_argument("--demo-file", help="publish this replay-format file instead")
+    dev.add_argument("--turns", type=int, help="stop after printing this many turn revisions")
+    dev.set_defaults(run=_dev)
+
+    tail = commands.add_parser("tail", help="print turn revisions from the turn topic")
+    tail.add_argument("--json", action="store_true", help="JSON lines instead of text")
+    tail.add_argument("--new", action="store_true", help="only turns produced from now on")
+    tail.add_argument("--bootstrap", help="host:port (default: from STREAM_APP_BROKER_URL)")
+    tail.add_argument("--topic", help="default: STREAM_APP_TOPIC_TURNS")
+    tail.add_argument("--limit", type=int, help="stop after this many revisions")
+    tail.set_defaults(run=_tail)
     return parser
 
 

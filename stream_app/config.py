@@ -41,6 +41,11 @@ class Settings(BaseSettings):
             late_decision_window_seconds=self.late_decision_window_seconds,
         )
 
+    def bootstrap_servers(self) -> str:
+        """The broker URL as Kafka clients take it: ``host:port,host:port``."""
+        hosts = (part.strip().removeprefix("kafka://") for part in self.broker_url.split(";"))
+        return ",".join(h for h in hosts if h)
+
     def topic_of(self, kind: str) -> str:
         return self.topic_messages if kind == "messages" else self.topic_decisions
 

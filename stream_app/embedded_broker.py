@@ -13,6 +13,15 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+# What a worker needs against tansu (see README, Configuration): fast group membership, and
+# one record per produced batch so that changelog recovery reads to the true end.
+WORKER_SETTINGS = {
+    "STREAM_APP_SESSION_TIMEOUT_SECONDS": "2",
+    "STREAM_APP_HEARTBEAT_INTERVAL_SECONDS": "0.5",
+    "STREAM_APP_REBALANCE_TIMEOUT_SECONDS": "2",
+    "STREAM_APP_PRODUCER_MAX_BATCH_SIZE": "1",
+}
+
 
 def free_port() -> int:
     with socket.socket() as s:

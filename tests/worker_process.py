@@ -11,16 +11,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from stream_app.embedded_broker import EmbeddedBroker, free_port
-
-# What the test broker needs (see README, Configuration): fast group membership, and
-# one record per produced batch so that changelog recovery reads to the true end.
-TANSU_SETTINGS = {
-    "STREAM_APP_SESSION_TIMEOUT_SECONDS": "2",
-    "STREAM_APP_HEARTBEAT_INTERVAL_SECONDS": "0.5",
-    "STREAM_APP_REBALANCE_TIMEOUT_SECONDS": "2",
-    "STREAM_APP_PRODUCER_MAX_BATCH_SIZE": "1",
-}
+from stream_app.embedded_broker import WORKER_SETTINGS, EmbeddedBroker, free_port
 
 
 class WorkerProcess:
@@ -36,7 +27,7 @@ class WorkerProcess:
         self.log = workdir / f"{name}.log"
         self.env = {
             **os.environ,
-            **TANSU_SETTINGS,
+            **WORKER_SETTINGS,
             "STREAM_APP_BROKER_URL": broker.url,
             "STREAM_APP_WEB_PORT": str(self.port),
             "STREAM_APP_DATA_DIR": str(workdir / f"{name}-data"),
