@@ -69,6 +69,7 @@ def create_app(settings: Settings) -> faust.App:
         store=settings.store_url,
         datadir=str(settings.data_dir),
         web_port=settings.web_port,
+        web_host=settings.web_host,
         topic_partitions=partitions,
         table_standby_replicas=0,
         broker_session_timeout=settings.session_timeout_seconds,

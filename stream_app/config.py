@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 from pydantic import Field, ValidationError
@@ -26,6 +27,7 @@ class Settings(BaseSettings):
     late_decision_window_seconds: float = Field(6 * 3600.0, gt=0)
     max_record_bytes: int = Field(1024 * 1024, ge=1)
     web_port: int = Field(6066, ge=1, le=65535)
+    web_host: str = Field(default_factory=socket.gethostname, min_length=1)
     data_dir: Path = Path("./data")
     session_timeout_seconds: float = Field(10.0, gt=0)
     heartbeat_interval_seconds: float = Field(1.0, gt=0)

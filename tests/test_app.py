@@ -278,3 +278,34 @@ def test_a_killed_worker_processes_again_within_seconds_of_its_restart(
     seconds = time.monotonic() - restarted
     print(f"\nrestart after SIGKILL: ready in {ready:.1f} s, processing again in {seconds:.1f} s")
     assert seconds < 30, "with the tuned group settings a restart takes a few seconds"
+
+
+def test_a_worker_with_the_rocksdb_store_recovers_its_tables_after_a_restart(
+    pipeline: Pipeline,
+) -> None:
+    lines = [
+        orjson.loads(x) for x in (ROOT / "examples" / "session.jsonl").read_bytes().splitlines()
+    ]
+    expected, expected_letters = replayed(lines, pipeline.topics)
+    worker = pipeline.worker()
+    worker.env["STREAM_APP_STORE_URL"] = "rocksdb://"
+    worker.start().wait_ready()
+    # Messages by conversation key, so one partition keeps a session's order.
+    messages = [{**line, "key": "sess-7f3a"} for line in lines if line["topic"] == "messages"]
+    pipeline.publish(messages)
+    pipeline.turns.wait_until(lambda: len(final_turns(pipeline.turns)) == 4, 60, "4 turns")
+    worker.stop()
+    assert list((workdir_of(worker) / "v1" / "tables").glob("sessions-*.db")), "no RocksDB files"
+    worker.start().wait_ready()
+    recovered = [
+        orjson.loads(line)
+        for line in worker.log.read_text().splitlines()
+        if line.startswith('{"') and '"recovery_done"' in line
+    ]
+    assert recovered[-1]["sessions"] == 1  # the session came back from the local store
+    pipeline.publish([line for line in lines if line["topic"] == "decisions"])
+    pipeline.wait_for(expected, expected_letters, timeout=60)
+
+
+def workdir_of(worker: WorkerProcess) -> Path:
+    return Path(worker.env["STREAM_APP_DATA_DIR"])

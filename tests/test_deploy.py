@@ -35,3 +35,50 @@ def test_compose_creates_every_topic_the_worker_uses_with_its_partition_count() 
         "service_completed_successfully"
     )
     assert "/ready" in " ".join(services["worker"]["healthcheck"]["test"])
+
+
+def manifests() -> dict[str, dict]:
+    docs = {}
+    for path in sorted((ROOT / "deploy").glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            docs[doc["kind"]] = doc
+    return docs
+
+
+def test_kubernetes_manifests_hold_together_with_the_apps_settings() -> None:
+    docs = manifests()
+    kustomization = docs.pop("Kustomization")
+    listed = set(kustomization["resources"])
+    assert listed == {p.name for p in (ROOT / "deploy").glob("*.yaml")} - {"kustomization.yaml"}
+    assert set(docs) == {"ConfigMap", "Secret", "Service", "StatefulSet", "PodDisruptionBudget"}
+
+    env = {**docs["ConfigMap"]["data"], **docs["Secret"]["stringData"]}
+    settings = Settings(**{k.removeprefix("STREAM_APP_").lower(): v for k, v in env.items()})
+    assert settings.store_url == "rocksdb://"
+
+    sts = docs["StatefulSet"]
+    pod = sts["spec"]["template"]
+    (container,) = pod["spec"]["containers"]
+    labels = pod["metadata"]["labels"]
+    assert sts["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    assert docs["PodDisruptionBudget"]["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    assert docs["Service"]["spec"]["selector"].items() <= labels.items()
+    assert docs["Service"]["spec"]["clusterIP"] == "None"
+    assert sts["spec"]["serviceName"] == docs["Service"]["metadata"]["name"]
+
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports["web"] == settings.web_port
+    assert container["livenessProbe"]["httpGet"] == {"path": "/health", "port": "web"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/ready", "port": "web"}
+    annotations = pod["metadata"]["annotations"]
+    assert annotations["prometheus.io/scrape"] == "true"
+    assert int(annotations["prometheus.io/port"]) == settings.web_port
+    assert annotations["prometheus.io/path"] == "/metrics"
+
+    (mount,) = container["volumeMounts"]
+    assert mount["mountPath"] == str(settings.data_dir)
+    claim = sts["spec"]["volumeClaimTemplates"][0]
+    assert claim["metadata"]["name"] == mount["name"]
+    sources = {s.get("configMapRef", s.get("secretRef"))["name"] for s in container["envFrom"]}
+    assert sources == {docs["ConfigMap"]["metadata"]["name"], docs["Secret"]["metadata"]["name"]}
+    assert container["args"] == ["worker"]

@@ -30,6 +30,7 @@ class WorkerProcess:
             **WORKER_SETTINGS,
             "STREAM_APP_BROKER_URL": broker.url,
             "STREAM_APP_WEB_PORT": str(self.port),
+            "STREAM_APP_WEB_HOST": "127.0.0.1",
             "STREAM_APP_DATA_DIR": str(workdir / f"{name}-data"),
             **settings,
         }
