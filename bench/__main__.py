@@ -1,0 +1,480 @@
+"""``python -m bench``: the worker's speed against a raw Kafka loop, measured in one run.
+
+On the embedded broker, over the same generated workload:
+
+- (a) raw: aiokafka ``getmany`` -> ``orjson.loads`` -> ``send`` without awaiting each -> flush;
+- (b) the worker end to end, one process and two: from the first record produced until
+  every expected turn (and its final decisions) has been read from the turn topic;
+- (c) the core alone: in-process replay, records/s;
+- (d) latency p50/p99 from producing a completing message to reading its turn, with the
+  input paced at half of (b)'s rate;
+- (e) peak RSS of the worker, and state bytes and RSS growth per 10,000 idle sessions.
+
+Ratios are against (a) from the same run: the machines are shared and noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import io
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import orjson
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from bench.workload import generate
+from stream_app.config import Settings
+from stream_app.core.policy import Policy
+from stream_app.core.records import SourceRecord
+from stream_app.embedded_broker import WORKER_SETTINGS, EmbeddedBroker, free_port
+from stream_app.pipeline import Pipeline
+from stream_app.replay import replay
+from stream_app.state.memory import MemoryStore
+
+PARTITIONS = 4
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def encoded(lines: list[dict[str, Any]]) -> list[tuple[str, bytes | None, bytes]]:
+    out = []
+    for line in lines:
+        value = line["value"]
+        raw = value.encode() if isinstance(value, str) else orjson.dumps(value)
+        out.append((line["topic"], None if line["key"] is None else line["key"].encode(), raw))
+    return out
+
+
+# -- (c) the core alone -------------------------------------------------------------------
+
+
+def core_rate(lines: list[dict[str, Any]]) -> tuple[float, dict[str, int]]:
+    """Records/s of in-process replay, and the final decision count of every turn."""
+    payload = [orjson.dumps(line) for line in lines]
+    turns, dlq = io.BytesIO(), io.BytesIO()
+    gc.collect()
+    started = time.perf_counter()
+    replay(payload, Settings(), turns, dlq)
+    elapsed = time.perf_counter() - started
+    final: dict[str, int] = {}
+    for line in turns.getvalue().splitlines():
+        doc = orjson.loads(line)
+        final[doc["key"]] = len(doc["value"]["decisions"])
+    return len(lines) / elapsed, final
+
+
+def state_footprint(sessions: int = 10_000) -> dict[str, float]:
+    """Idle sessions (one finished call each, nothing pending): bytes of state and RSS."""
+    pipeline = Pipeline(Policy(org_id="default"), MemoryStore(), clock=lambda: 0.0)
+    gc.collect()
+    before = _rss_kib()
+    for i in range(sessions):
+        for offset, (kind, value) in enumerate(_idle_session(f"idle-{i}")):
+            pipeline.process(SourceRecord(kind, kind, 0, i * 10 + offset, None, value))
+    gc.collect()
+    grown = _rss_kib() - before
+    store = pipeline.store
+    serialized = sum(len(store.get(s).to_json()) for s in store.session_ids())  # type: ignore[union-attr]
+    return {
+        "sessions": sessions,
+        "state_bytes_per_session": serialized / sessions,
+        "rss_kib_per_10k_sessions": grown * 10_000 / sessions,
+    }
+
+
+def _idle_session(sid: str) -> list[tuple[str, bytes]]:
+    user = {
+        "conversationId": sid,
+        "message": {"role": 1, "messageId": f"{sid}-u", "content": [{"text": "fix the bug"}]},
+    }
+    answer = {
+        "conversationId": sid,
+        "message": {
+            "role": 2,
+            "messageId": f"{sid}-a",
+            "finishReason": "stop",
+            "content": [{"text": "done"}],
+        },
+    }
+    return [("messages", orjson.dumps(user)), ("messages", orjson.dumps(answer))]
+
+
+def _rss_kib() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+# -- broker helpers -----------------------------------------------------------------------
+
+
+async def create_topics(bootstrap: str, names: list[str]) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(n, PARTITIONS, 1) for n in names])
+    finally:
+        await admin.close()
+
+
+async def produce(
+    bootstrap: str,
+    records: list[tuple[str, bytes | None, bytes]],
+    topics: dict[str, str],
+    rate: float | None = None,
+    sent_at: dict[bytes, float] | None = None,
+) -> float:
+    """Produces all records (at ``rate`` per second if given); returns when the first went."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, max_batch_size=262144)
+    await producer.start()
+    first = time.monotonic()
+    try:
+        for i, (kind, key, value) in enumerate(records):
+            if rate is not None:
+                delay = first + i / rate - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+            await producer.send(topics[kind], value, key=key)
+            if sent_at is not None and b'"finishReason"' in value:
+                call = orjson.loads(value)["message"].get("messageId")
+                if call:
+                    sent_at[call.encode()] = time.monotonic()
+        await producer.flush()
+    finally:
+        await producer.stop()
+    return first
+
+
+async def read_turns(
+    bootstrap: str,
+    topic: str,
+    expected: dict[str, int],
+    timeout: float,
+    arrived_at: dict[bytes, float] | None = None,
+) -> float:
+    """Reads the turn topic until every expected turn has its final decision count."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, max_partition_fetch_bytes=4 * 1048576
+    )
+    await consumer.start()
+    tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+    consumer.assign(tps)
+    await consumer.seek_to_beginning(*tps)
+    seen: dict[str, int] = {}
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            batch = await consumer.getmany(timeout_ms=200, max_records=10_000)
+            now = time.monotonic()
+            for records in batch.values():
+                for r in records:
+                    if arrived_at is not None and r.key not in arrived_at:
+                        arrived_at[r.key] = now
+                    seen[r.key.decode()] = r.value.count(b'"decision_id"')
+            if seen == expected:
+                return now
+            if now > deadline:
+                missing = len(set(expected) - set(seen))
+                raise TimeoutError(
+                    f"{missing} of {len(expected)} turns missing after {timeout:.0f} s"
+                )
+    finally:
+        await consumer.stop()
+
+
+# -- (a) raw baseline ---------------------------------------------------------------------
+
+
+async def raw_rate(bootstrap: str, records: list[tuple[str, bytes | None, bytes]]) -> float:
+    run = uuid.uuid4().hex[:6]
+    source, sink = f"raw-in-{run}", f"raw-out-{run}"
+    await create_topics(bootstrap, [source, sink])
+    await produce(bootstrap, records, {"messages": source, "decisions": source})
+    consumer = AIOKafkaConsumer(
+        source,
+        bootstrap_servers=bootstrap,
+        group_id=f"raw-{run}",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        max_partition_fetch_bytes=4 * 1048576,
+    )
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, max_batch_size=262144)
+    await consumer.start()
+    await producer.start()
+    try:
+        done, started = 0, None
+        while done < len(records):
+            batch = await consumer.getmany(timeout_ms=500, max_records=5000)
+            if started is None and batch:
+                started = time.monotonic()
+            for recs in batch.values():
+                for r in recs:
+                    try:
+                        out = orjson.dumps(orjson.loads(r.value))
+                    except orjson.JSONDecodeError:
+                        out = r.value  # the bad ones go out as they came, like dead letters
+                    await producer.send(sink, out, key=r.key)
+                done += sum(len(recs) for recs in batch.values())
+        await producer.flush()
+        assert started is not None
+        return len(records) / (time.monotonic() - started)
+    finally:
+        await consumer.stop()
+        await producer.stop()
+
+
+# -- (b), (d), (e) the worker -------------------------------------------------------------
+
+
+class Workers:
+    def __init__(self, broker: EmbeddedBroker, count: int, workdir: Path) -> None:
+        run = uuid.uuid4().hex[:6]
+        self.topics = {
+            "messages": f"m-{run}",
+            "decisions": f"d-{run}",
+            "turns": f"t-{run}",
+            "dlq": f"q-{run}",
+        }
+        self.broker = broker
+        self.processes: list[subprocess.Popen[bytes]] = []
+        self.ports: list[int] = []
+        for i in range(count):
+            port = free_port()
+            env = {
+                **os.environ,
+                **WORKER_SETTINGS,
+                "STREAM_APP_BROKER_URL": broker.url,
+                "STREAM_APP_ID": f"bench-{run}",
+                "STREAM_APP_TOPIC_MESSAGES": self.topics["messages"],
+                "STREAM_APP_TOPIC_DECISIONS": self.topics["decisions"],
+                "STREAM_APP_TOPIC_TURNS": self.topics["turns"],
+                "STREAM_APP_TOPIC_DLQ": self.topics["dlq"],
+                "STREAM_APP_PARTITIONS": str(PARTITIONS),
+                "STREAM_APP_WEB_PORT": str(port),
+                "STREAM_APP_WEB_HOST": "127.0.0.1",
+                "STREAM_APP_DATA_DIR": str(workdir / f"w{run}-{i}"),
+            }
+            log = open(workdir / f"worker-{run}-{i}.log", "ab")  # noqa: SIM115
+            self.processes.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "stream_app", "worker", "--loglevel", "warning"],
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+            self.ports.append(port)
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        import urllib.request
+
+        deadline = time.monotonic() + timeout
+        for port in self.ports:
+            while True:
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/ready", timeout=1):
+                        break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError("worker not ready") from None
+                    time.sleep(0.1)
+
+    def peak_rss_mib(self) -> float:
+        peak = 0
+        for p in self.processes:
+            for line in Path(f"/proc/{p.pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    peak = max(peak, int(line.split()[1]))
+        return peak / 1024
+
+    def stop(self) -> None:
+        for p in self.processes:
+            p.terminate()
+        for p in self.processes:
+            p.wait(30)
+
+
+async def worker_rate(
+    broker: EmbeddedBroker,
+    records: list[tuple[str, bytes | None, bytes]],
+    expected: dict[str, int],
+    count: int,
+    workdir: Path,
+) -> tuple[float, float]:
+    workers = Workers(broker, count, workdir)
+    await create_topics(broker.bootstrap, list(workers.topics.values()))
+    try:
+        workers.wait_ready()
+        await asyncio.sleep(1.0)  # let a second worker's join settle before timing
+        reading = asyncio.create_task(
+            read_turns(broker.bootstrap, workers.topics["turns"], expected, timeout=600)
+        )
+        first = await produce(broker.bootstrap, records, workers.topics)
+        last = await reading
+        return len(records) / (last - first), workers.peak_rss_mib()
+    finally:
+        workers.stop()
+
+
+async def latency(
+    broker: EmbeddedBroker,
+    records: list[tuple[str, bytes | None, bytes]],
+    expected: dict[str, int],
+    rate: float,
+    workdir: Path,
+) -> dict[str, float]:
+    workers = Workers(broker, 1, workdir)
+    await create_topics(broker.bootstrap, list(workers.topics.values()))
+    sent: dict[bytes, float] = {}
+    arrived: dict[bytes, float] = {}
+    try:
+        workers.wait_ready()
+        reading = asyncio.create_task(
+            read_turns(broker.bootstrap, workers.topics["turns"], expected, 600, arrived)
+        )
+        await produce(broker.bootstrap, records, workers.topics, rate=rate, sent_at=sent)
+        await reading
+    finally:
+        workers.stop()
+    samples = sorted(arrived[k] - sent[k] for k in sent if k in arrived)
+    return {
+        "p50_ms": 1000 * statistics.median(samples),
+        "p99_ms": 1000 * samples[int(0.99 * (len(samples) - 1))],
+        "samples": len(samples),
+    }
+
+
+def expected_for(lines: list[dict[str, Any]]) -> dict[str, int]:
+    return core_rate(lines)[1]
+
+
+async def main(args: argparse.Namespace) -> dict[str, Any]:
+    lines = list(generate(args.records, args.sessions, seed=3))
+    records = encoded(lines)
+    size = statistics.mean(len(v) for _, _, v in records)
+    print(
+        f"workload: {len(records):,} records over {args.sessions:,} sessions, "
+        f"{size:.0f} bytes on average",
+        flush=True,
+    )
+    core, expected = core_rate(lines)
+    print(f"(c) core alone: {core:,.0f} records/s; {len(expected):,} turns", flush=True)
+    footprint = state_footprint()
+    print(
+        f"(e) idle session: {footprint['state_bytes_per_session']:.0f} bytes of state, "
+        f"{footprint['rss_kib_per_10k_sessions'] / 1024:.1f} MiB RSS per 10k",
+        flush=True,
+    )
+
+    n = args.worker_records
+    subset = records[:n]
+    subset_expected = expected_for(lines[:n]) if n < len(records) else expected
+    workdir = Path(tempfile.mkdtemp(prefix="bench-"))
+    with EmbeddedBroker(log=workdir / "broker.log") as broker:
+        raw = await raw_rate(broker.bootstrap, records)
+        print(f"(a) raw aiokafka loop: {raw:,.0f} records/s", flush=True)
+        one, rss_one = await worker_rate(broker, subset, subset_expected, 1, workdir)
+        print(f"(b) worker x1: {one:,.0f} records/s ({one / raw:.1%} of raw)", flush=True)
+        two, rss_two = await worker_rate(broker, subset, subset_expected, 2, workdir)
+        print(f"(b) worker x2: {two:,.0f} records/s ({two / raw:.1%} of raw)", flush=True)
+        paced = min(len(records), int(one / 2 * args.latency_seconds))
+        lat = await latency(broker, records[:paced], expected_for(lines[:paced]), one / 2, workdir)
+        print(
+            f"(d) latency at {one / 2:,.0f} records/s: p50 {lat['p50_ms']:.0f} ms, "
+            f"p99 {lat['p99_ms']:.0f} ms",
+            flush=True,
+        )
+    shutil.rmtree(workdir, ignore_errors=True)
+    return {
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        },
+        "workload": {
+            "records": len(records),
+            "sessions": args.sessions,
+            "mean_record_bytes": size,
+            "worker_records": len(subset),
+        },
+        "raw_records_per_s": raw,
+        "worker_x1_records_per_s": one,
+        "worker_x2_records_per_s": two,
+        "ratio_x1_to_raw": one / raw,
+        "ratio_x2_to_raw": two / raw,
+        "core_records_per_s": core,
+        "latency_half_load": lat,
+        "worker_peak_rss_mib": max(rss_one, rss_two),
+        "state": footprint,
+        "bench_peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def table(r: dict[str, Any]) -> str:
+    rows = [
+        ("raw aiokafka loop (a)", f"{r['raw_records_per_s']:,.0f} rec/s", "1.00"),
+        (
+            "worker x1 (b)",
+            f"{r['worker_x1_records_per_s']:,.0f} rec/s",
+            f"{r['ratio_x1_to_raw']:.3f}",
+        ),
+        (
+            "worker x2 (b)",
+            f"{r['worker_x2_records_per_s']:,.0f} rec/s",
+            f"{r['ratio_x2_to_raw']:.3f}",
+        ),
+        ("core alone (c)", f"{r['core_records_per_s']:,.0f} rec/s", ""),
+        (
+            "latency p50 / p99 at half load (d)",
+            f"{r['latency_half_load']['p50_ms']:.0f} / {r['latency_half_load']['p99_ms']:.0f} ms",
+            "",
+        ),
+        ("worker peak RSS (e)", f"{r['worker_peak_rss_mib']:.0f} MiB", ""),
+        ("state per idle session (e)", f"{r['state']['state_bytes_per_session']:.0f} B", ""),
+        (
+            "RSS per 10k idle sessions (e)",
+            f"{r['state']['rss_kib_per_10k_sessions'] / 1024:.1f} MiB",
+            "",
+        ),
+    ]
+    width = max(len(a) for a, _, _ in rows)
+    lines = [f"{'measure':<{width}}  {'value':>18}  ratio to (a)"]
+    lines += [f"{a:<{width}}  {b:>18}  {c}" for a, b, c in rows]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--sessions", type=int, default=1_000)
+    parser.add_argument(
+        "--worker-records",
+        type=int,
+        default=None,
+        help="records for the worker runs (default: all)",
+    )
+    parser.add_argument("--latency-seconds", type=float, default=20.0)
+    arguments = parser.parse_args()
+    if arguments.worker_records is None:
+        arguments.worker_records = arguments.records
+    result = asyncio.run(main(arguments))
+    print()
+    print(table(result))
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / f"bench-{time.strftime('%Y%m%dT%H%M%S')}.json"
+    out.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
+    print(f"\nwritten to {out.relative_to(Path.cwd()) if out.is_relative_to(Path.cwd()) else out}")
