@@ -1,9 +1,11 @@
 """The Faust application: the core over Kafka (SPEC §1, §5).
 
-Two agents. ``intake`` reads both input topics, decodes each record (dead-lettering the bad
-ones) and re-keys it by session id onto the internal ``<id>-sessions`` topic. ``assemble``
-reads that topic, so one worker owns all of one session: it folds each input into the
-session's state in the ``sessions`` table and produces turn revisions and dead letters.
+One agent, ``process``, reads both input topics and the internal ``<id>-sessions`` topic.
+It decodes each input record (dead-lettering the bad ones); a record already on its
+session's partition is applied at once, any other is re-keyed by session id onto the
+sessions topic and applied when it comes back, so one worker owns all of one session. The
+session's state lives in the ``sessions`` table; turn revisions and dead letters are
+produced as the core asks.
 
 Delivery is at-least-once (the test broker has no transactions). Turn revisions and dead
 letters are acknowledged by the broker *before* the state change that produced them is
@@ -26,6 +28,7 @@ from typing import Any, cast
 import faust
 import orjson
 from faust.tables.manager import TableManager
+from faust.transport.drivers import aiokafka as faust_aiokafka
 from prometheus_client import generate_latest
 
 from stream_app import logs, metrics
@@ -60,7 +63,26 @@ def stop_now(signum: int) -> None:
     os._exit(0)
 
 
+def _tune_fetch_wait(max_wait_ms: int) -> None:
+    """Faust hard-codes the consumer's fetch wait (1.5 s); this sets it from our settings.
+
+    A broker that holds a fetch for the whole wait (tansu does) adds up to that much
+    latency to every hop; Apache Kafka answers as soon as data arrives.
+    """
+    thread = faust_aiokafka.AIOKafkaConsumerThread
+    create = getattr(thread, "_stream_app_create", thread._create_worker_consumer)
+
+    def create_tuned(self: Any, transport: Any) -> Any:
+        consumer = create(self, transport)
+        consumer._fetch_max_wait_ms = max_wait_ms  # read when the consumer starts
+        return consumer
+
+    setattr(thread, "_stream_app_create", create)  # noqa: B010 - patched once per process
+    setattr(thread, "_create_worker_consumer", create_tuned)  # noqa: B010
+
+
 def create_app(settings: Settings) -> faust.App:
+    _tune_fetch_wait(settings.fetch_max_wait_ms)
     policy = settings.policy()
     partitions = settings.partitions
     app = faust.App(
@@ -85,8 +107,8 @@ def create_app(settings: Settings) -> faust.App:
     def topic(*names: str, **options: Any) -> faust.TopicT:
         return app.topic(*names, key_type=bytes, value_type=bytes, partitions=partitions, **options)
 
-    inputs = topic(settings.topic_messages, settings.topic_decisions)
-    sessions = topic(f"{settings.id}-sessions", internal=True)
+    messages_name, sessions_name = settings.topic_messages, f"{settings.id}-sessions"
+    sessions = topic(sessions_name, internal=True)
     turns = topic(settings.topic_turns)
     dead_letters = topic(settings.topic_dlq)
     table = app.Table(
@@ -129,38 +151,57 @@ def create_app(settings: Settings) -> faust.App:
                 error=letter["error"],
             )
 
-    @app.agent(inputs)
-    async def intake(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
+    same_partitioning: dict[str, bool] = {}
+
+    def on_session_partition(msg: Any, target: int) -> bool:
+        """Whether an input record already sits on its session's partition (and the input
+        topic is partitioned like the state), so re-keying it would change nothing."""
+        if msg.partition != target:
+            return False
+        if msg.topic not in same_partitioning:
+            count = app.consumer.topic_partitions(msg.topic)
+            same_partitioning[msg.topic] = count == partitions
+        return same_partitioning[msg.topic]
+
+    # One agent over the inputs and the re-keyed topic, so that one session's records are
+    # applied one at a time. An input record keyed by its session (the common case) is
+    # applied at once; any other is first re-keyed onto the sessions topic.
+    @app.agent(topic(settings.topic_messages, settings.topic_decisions, sessions_name))
+    async def process(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
         async for event in stream.events():
             msg = event.message
-            metrics.RECORDS.labels(topic=msg.topic).inc()
-            last_read[msg.tp] = msg.offset
-            kind: TopicKind = "messages" if msg.topic == settings.topic_messages else "decisions"
-            record = SourceRecord(kind, msg.topic, msg.partition, msg.offset, msg.key, msg.value)
-            item, out = decode(record, policy, time.time())
-            if item is None:
-                await send_all(out)
-                continue
-            metrics.count(out.counts)
-            key = item.session_id.encode()
-            # The record's own timestamp travels on, for the turn latency histogram.
-            await sessions.send(
-                key=key,
-                value=dump_input(item),
-                timestamp=msg.timestamp,
-                partition=partition_for(key, partitions),
-            )
-            yield None
-
-    @app.agent(sessions)
-    async def assemble(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
-        async for event in stream.events():
-            if event.message.value == SWEEP:
-                await sweep(event.message.partition)
-                continue
-            item = load_input(event.message.value)
-            state, out = apply(store.get(item.session_id), item, policy, time.time())
-            await send_all(out, started=event.message.timestamp)
+            if msg.topic == sessions_name:
+                if msg.value == SWEEP:
+                    await sweep(msg.partition)
+                    continue
+                item = load_input(msg.value)
+            else:
+                metrics.RECORDS.labels(topic=msg.topic).inc()
+                last_read[msg.tp] = msg.offset
+                kind: TopicKind = "messages" if msg.topic == messages_name else "decisions"
+                record = SourceRecord(
+                    kind, msg.topic, msg.partition, msg.offset, msg.key, msg.value
+                )
+                decoded, out = decode(record, policy, time.time())
+                if decoded is None:
+                    await send_all(out)
+                    continue
+                metrics.count(out.counts)
+                item = decoded
+                key = item.session_id.encode()
+                target = partition_for(key, partitions)
+                if not on_session_partition(msg, target):
+                    # The record's own timestamp travels on, for the latency histogram.
+                    await sessions.send(
+                        key=key, value=dump_input(item), timestamp=msg.timestamp, partition=target
+                    )
+                    continue
+            try:
+                state, out = apply(store.get(item.session_id), item, policy, time.time())
+                await send_all(out, started=msg.timestamp)
+            except BaseException:
+                store.forget()  # the cached state may hold effects that were never written
+                raise
             store.put(state)
             yield None
 
@@ -216,6 +257,7 @@ def create_app(settings: Settings) -> faust.App:
     # Faust's signal stubs do not describe receivers that take the signal's arguments.
     @app.on_partitions_assigned.connect  # type: ignore[arg-type]
     async def on_assigned(app: faust.App, assigned: set[Any], **kwargs: Any) -> None:
+        store.forget()  # recovery may have changed what the table holds
         logs.event(
             "partitions_assigned",
             partitions=sorted(
@@ -231,6 +273,13 @@ def create_app(settings: Settings) -> faust.App:
 
     @app.task
     async def on_startup() -> None:
+        # Faust's terminal spinner handler listens at DEBUG, which keeps the root logger at
+        # DEBUG: every library debug call then builds a record (~8 % of a busy worker's
+        # CPU, measured with py-spy). A service has no spinner to turn.
+        root = logging.getLogger()
+        root.handlers[:] = [h for h in root.handlers if type(h).__name__ != "SpinnerHandler"]
+        levels = [h.level for h in root.handlers if h.level]
+        root.setLevel(min(levels) if levels else logging.INFO)
         logs.event(
             "startup",
             app_id=settings.id,
