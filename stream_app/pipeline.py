@@ -36,7 +36,8 @@ class Pipeline:
         if item is None:
             return out
         applied = self.apply(item)
-        applied.counts.update(out.counts)
+        if out.counts:
+            applied.counts.update(out.counts)
         return applied
 
     def sweep(self) -> Outputs:

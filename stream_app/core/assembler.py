@@ -34,7 +34,8 @@ def apply(
     out = Outputs()
     if state is not None:
         state, expired = expire(state, policy, now)
-        out.extend(expired)
+        if expired.counts:
+            out.extend(expired)
     if state is None:
         state = SessionState(item.session_id, now)
     state.last_seen = now
@@ -102,7 +103,7 @@ def _complete_turn(
                 other.decisions.remove(d)
                 revised[other.body["inference_call_id"]] = other
                 _ambiguous(state, d, [other, turn], now, out)
-    state.turns[call_id] = turn
+    state.add_turn(turn)
 
     still_waiting = []
     for d in state.waiting:

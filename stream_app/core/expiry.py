@@ -30,8 +30,13 @@ def expire(state: SessionState, policy: Policy, now: float) -> tuple[SessionStat
         out.counts["sessions_expired"] += 1
         return None, out
     horizon = now - policy.late_decision_window_seconds
-    stale = [key for key, turn in state.turns.items() if turn.emitted_at < horizon]
+    stale = []
+    for key, turn in state.turns.items():  # in emission order: the oldest come first
+        if turn.emitted_at >= horizon:
+            break
+        stale.append(key)
     for key in stale:
-        del state.turns[key]
-    out.counts["turns_closed"] += len(stale)
+        state.drop_turn(key)
+    if stale:
+        out.counts["turns_closed"] += len(stale)
     return state, out

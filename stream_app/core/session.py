@@ -66,9 +66,30 @@ class SessionState:
     # Highest offset applied per source "topic:partition". After a crash a worker reads
     # again from its last commit; records at or below these offsets were already applied.
     applied: dict[str, int] = field(default_factory=dict)
+    # Derived, never stored: which turns each id reaches (decisions look this up).
+    _reach: dict[str, list[str]] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        for key, turn in self.turns.items():
+            for rid in turn.reach:
+                self._reach.setdefault(rid, []).append(key)
 
     def turns_reaching(self, call_id: str) -> list[EmittedTurn]:
-        return [turn for turn in self.turns.values() if call_id in turn.reach]
+        return [self.turns[key] for key in self._reach.get(call_id, ())]
+
+    def add_turn(self, turn: EmittedTurn) -> None:
+        key = turn.body["inference_call_id"]
+        self.turns[key] = turn
+        for rid in turn.reach:
+            self._reach.setdefault(rid, []).append(key)
+
+    def drop_turn(self, key: str) -> None:
+        turn = self.turns.pop(key)
+        for rid in turn.reach:
+            keys = self._reach[rid]
+            keys.remove(key)
+            if not keys:
+                del self._reach[rid]
 
     # -- serialization ---------------------------------------------------------------
 
