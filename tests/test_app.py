@@ -28,6 +28,13 @@ ROOT = Path(__file__).resolve().parent.parent
 PARTITIONS = 4
 
 
+def example_lines() -> list[dict[str, Any]]:
+    """The records of ``examples/session.jsonl``, in file order."""
+    return [
+        orjson.loads(x) for x in (ROOT / "examples" / "session.jsonl").read_bytes().splitlines()
+    ]
+
+
 def replayed(lines: list[dict[str, Any]], topics: dict[str, str]) -> tuple[dict, Counter]:
     """What ``stream-app replay`` gives for the same records: final turns and dead letters."""
     settings = Settings(
@@ -156,9 +163,7 @@ def test_the_example_through_a_worker_equals_replay(
     # one of its messages under a wrong key.
     p = Pipeline(broker, topics, workdir, input_partitions=1)
     try:
-        lines = [
-            orjson.loads(x) for x in (ROOT / "examples" / "session.jsonl").read_bytes().splitlines()
-        ]
+        lines = example_lines()
         expected, expected_letters = replayed(lines, topics)
         p.worker(faust_cli=True).start().wait_ready()  # `faust -A stream_app.app worker`
         p.publish(lines)
@@ -283,9 +288,7 @@ def test_a_killed_worker_processes_again_within_seconds_of_its_restart(
 def test_a_worker_with_the_rocksdb_store_recovers_its_tables_after_a_restart(
     pipeline: Pipeline,
 ) -> None:
-    lines = [
-        orjson.loads(x) for x in (ROOT / "examples" / "session.jsonl").read_bytes().splitlines()
-    ]
+    lines = example_lines()
     expected, expected_letters = replayed(lines, pipeline.topics)
     worker = pipeline.worker()
     worker.env["STREAM_APP_STORE_URL"] = "rocksdb://"

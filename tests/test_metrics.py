@@ -7,13 +7,12 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from stream_app.embedded_broker import EmbeddedBroker
 from tests.kafka_io import final_turns
-from tests.test_app import ROOT, Pipeline
+from tests.test_app import Pipeline, example_lines
 
 pytestmark = pytest.mark.broker
 
@@ -33,9 +32,7 @@ def test_counters_move_exactly_as_the_example_requires(
 ) -> None:
     p = Pipeline(broker, topics, workdir, input_partitions=1)
     try:
-        lines = [
-            orjson.loads(x) for x in (ROOT / "examples" / "session.jsonl").read_bytes().splitlines()
-        ]
+        lines = example_lines()
         worker = p.worker()
         worker.start().wait_ready()
         # Messages first, then decisions: every decision arrives after its turn.
