@@ -1,11 +1,9 @@
 """The Faust application: the core over Kafka (SPEC §1, §5).
 
-One agent, ``process``, reads both input topics and the internal ``<id>-sessions`` topic.
-It decodes each input record (dead-lettering the bad ones); a record already on its
-session's partition is applied at once, any other is re-keyed by session id onto the
-sessions topic and applied when it comes back, so one worker owns all of one session. The
-session's state lives in the ``sessions`` table; turn revisions and dead letters are
-produced as the core asks.
+Two agents. ``intake`` reads both input topics, decodes each record (dead-lettering the bad
+ones) and re-keys it by session id onto the internal ``<id>-sessions`` topic. ``assemble``
+reads that topic, so one worker owns all of one session: it folds each input into the
+session's state in the ``sessions`` table and produces turn revisions and dead letters.
 
 Delivery is at-least-once (the test broker has no transactions). Turn revisions and dead
 letters are acknowledged by the broker *before* the state change that produced them is
@@ -107,8 +105,8 @@ def create_app(settings: Settings) -> faust.App:
     def topic(*names: str, **options: Any) -> faust.TopicT:
         return app.topic(*names, key_type=bytes, value_type=bytes, partitions=partitions, **options)
 
-    messages_name, sessions_name = settings.topic_messages, f"{settings.id}-sessions"
-    sessions = topic(sessions_name, internal=True)
+    inputs = topic(settings.topic_messages, settings.topic_decisions)
+    sessions = topic(f"{settings.id}-sessions", internal=True)
     turns = topic(settings.topic_turns)
     dead_letters = topic(settings.topic_dlq)
     table = app.Table(
@@ -151,57 +149,38 @@ def create_app(settings: Settings) -> faust.App:
                 error=letter["error"],
             )
 
-    same_partitioning: dict[str, bool] = {}
-
-    def on_session_partition(msg: Any, target: int) -> bool:
-        """Whether an input record already sits on its session's partition (and the input
-        topic is partitioned like the state), so re-keying it would change nothing."""
-        if msg.partition != target:
-            return False
-        if msg.topic not in same_partitioning:
-            count = app.consumer.topic_partitions(msg.topic)
-            same_partitioning[msg.topic] = count == partitions
-        return same_partitioning[msg.topic]
-
-    # One agent over the inputs and the re-keyed topic, so that one session's records are
-    # applied one at a time. An input record keyed by its session (the common case) is
-    # applied at once; any other is first re-keyed onto the sessions topic.
-    @app.agent(topic(settings.topic_messages, settings.topic_decisions, sessions_name))
-    async def process(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
+    @app.agent(inputs)
+    async def intake(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
         async for event in stream.events():
             msg = event.message
-            if msg.topic == sessions_name:
-                if msg.value == SWEEP:
-                    await sweep(msg.partition)
-                    continue
-                item = load_input(msg.value)
-            else:
-                metrics.RECORDS.labels(topic=msg.topic).inc()
-                last_read[msg.tp] = msg.offset
-                kind: TopicKind = "messages" if msg.topic == messages_name else "decisions"
-                record = SourceRecord(
-                    kind, msg.topic, msg.partition, msg.offset, msg.key, msg.value
-                )
-                decoded, out = decode(record, policy, time.time())
-                if decoded is None:
-                    await send_all(out)
-                    continue
-                metrics.count(out.counts)
-                item = decoded
-                key = item.session_id.encode()
-                target = partition_for(key, partitions)
-                if not on_session_partition(msg, target):
-                    # The record's own timestamp travels on, for the latency histogram.
-                    await sessions.send(
-                        key=key, value=dump_input(item), timestamp=msg.timestamp, partition=target
-                    )
-                    continue
-            try:
-                state, out = apply(store.get(item.session_id), item, policy, time.time())
-                await send_all(out, started=msg.timestamp)
-            except BaseException:
-                store.forget()  # the cached state may hold effects that were never written
-                raise
+            metrics.RECORDS.labels(topic=msg.topic).inc()
+            last_read[msg.tp] = msg.offset
+            kind: TopicKind = "messages" if msg.topic == settings.topic_messages else "decisions"
+            record = SourceRecord(kind, msg.topic, msg.partition, msg.offset, msg.key, msg.value)
+            item, out = decode(record, policy, time.time())
+            if item is None:
+                await send_all(out)
+                continue
+            metrics.count(out.counts)
+            key = item.session_id.encode()
+            # The record's own timestamp travels on, for the turn latency histogram.
+            await sessions.send(
+                key=key,
+                value=dump_input(item),
+                timestamp=msg.timestamp,
+                partition=partition_for(key, partitions),
+            )
+            yield None
+
+    @app.agent(sessions)
+    async def assemble(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
+        async for event in stream.events():
+            if event.message.value == SWEEP:
+                await sweep(event.message.partition)
+                continue
+            item = load_input(event.message.value)
+            state, out = apply(store.get(item.session_id), item, policy, time.time())
+            await send_all(out, started=event.message.timestamp)
             store.put(state)
             yield None
 
@@ -257,7 +236,6 @@ def create_app(settings: Settings) -> faust.App:
     # Faust's signal stubs do not describe receivers that take the signal's arguments.
     @app.on_partitions_assigned.connect  # type: ignore[arg-type]
     async def on_assigned(app: faust.App, assigned: set[Any], **kwargs: Any) -> None:
-        store.forget()  # recovery may have changed what the table holds
         logs.event(
             "partitions_assigned",
             partitions=sorted(

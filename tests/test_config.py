@@ -43,6 +43,9 @@ def test_every_setting_is_read_from_its_variable(monkeypatch: pytest.MonkeyPatch
         "HEARTBEAT_INTERVAL_SECONDS": "0.5",
         "REBALANCE_TIMEOUT_SECONDS": "3",
         "PRODUCER_MAX_BATCH_SIZE": "1",
+        "FETCH_MAX_WAIT_MS": "20",
+        "SWEEP_INTERVAL_SECONDS": "5",
+        "WEB_HOST": "10.0.0.7",
     }
     for name, value in values.items():
         monkeypatch.setenv(f"STREAM_APP_{name}", value)
