@@ -33,7 +33,7 @@ class Settings(BaseSettings):
     heartbeat_interval_seconds: float = Field(1.0, gt=0)
     rebalance_timeout_seconds: float = Field(10.0, gt=0)
     producer_max_batch_size: int = Field(16384, ge=1)
-    fetch_max_wait_ms: int = Field(500, ge=1)
+    fetch_max_wait_ms: int = Field(1500, ge=1)
     sweep_interval_seconds: float = Field(60.0, gt=0)
 
     def policy(self) -> Policy:

@@ -14,14 +14,12 @@ from pathlib import Path
 from types import TracebackType
 
 # What a worker needs against tansu (see README, Configuration): fast group membership, and
-# one record per produced batch so that changelog recovery reads to the true end, and short
-# fetch waits (tansu holds a fetch for the whole wait even when data is there).
+# one record per produced batch so that changelog recovery reads to the true end.
 WORKER_SETTINGS = {
     "STREAM_APP_SESSION_TIMEOUT_SECONDS": "2",
     "STREAM_APP_HEARTBEAT_INTERVAL_SECONDS": "0.5",
     "STREAM_APP_REBALANCE_TIMEOUT_SECONDS": "2",
     "STREAM_APP_PRODUCER_MAX_BATCH_SIZE": "1",
-    "STREAM_APP_FETCH_MAX_WAIT_MS": "20",
 }
 
 
