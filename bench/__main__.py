@@ -42,7 +42,7 @@ from stream_app.core.policy import Policy
 from stream_app.core.records import SourceRecord
 from stream_app.embedded_broker import WORKER_SETTINGS, EmbeddedBroker, free_port
 from stream_app.pipeline import Pipeline
-from stream_app.replay import replay
+from stream_app.replay import record_value, replay
 from stream_app.state.memory import MemoryStore
 
 PARTITIONS = 4
@@ -53,7 +53,7 @@ def encoded(lines: list[dict[str, Any]]) -> list[tuple[str, bytes | None, bytes]
     out = []
     for line in lines:
         value = line["value"]
-        raw = value.encode() if isinstance(value, str) else orjson.dumps(value)
+        raw = record_value(value)
         out.append((line["topic"], None if line["key"] is None else line["key"].encode(), raw))
     return out
 

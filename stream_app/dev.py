@@ -22,6 +22,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from stream_app.config import Settings
 from stream_app.embedded_broker import WORKER_SETTINGS, EmbeddedBroker
+from stream_app.replay import record_value
 from stream_app.tail import tail
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "session.jsonl"
@@ -53,7 +54,7 @@ async def _publish(bootstrap: str, settings: Settings, path: Path) -> int:
         for line in path.read_bytes().splitlines():
             doc = orjson.loads(line)
             value = doc["value"]
-            raw = value.encode() if isinstance(value, str) else orjson.dumps(value)
+            raw = record_value(value)
             key = None if doc["key"] is None else doc["key"].encode()
             await producer.send(settings.topic_of(doc["topic"]), raw, key=key)
             count += 1

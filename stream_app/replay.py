@@ -23,6 +23,11 @@ from stream_app.state.memory import MemoryStore
 REPLAY_INPUT_TOPIC = "replay-input"  # source_topic of a line that is not a record at all
 
 
+def record_value(value: Any) -> bytes:
+    """A replay line's ``value`` as record bytes: a string is the raw value, else its JSON."""
+    return value.encode() if isinstance(value, str) else orjson.dumps(value)
+
+
 def _record(line: bytes, offset: int, settings: Settings) -> SourceRecord | str:
     """The line as a source record, or why it is not one."""
     try:
@@ -36,7 +41,7 @@ def _record(line: bytes, offset: int, settings: Settings) -> SourceRecord | str:
         return "key: must be a string or null"
     if "value" not in doc:
         return "value: is required"
-    raw = value.encode() if isinstance(value, str) else orjson.dumps(value)
+    raw = record_value(value)
     kind = doc["topic"]
     return SourceRecord(
         kind, settings.topic_of(kind), 0, offset, None if key is None else key.encode(), raw

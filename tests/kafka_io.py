@@ -10,6 +10,8 @@ import orjson
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from stream_app.replay import record_value
+
 
 def create_topics(bootstrap: str, names: Iterable[str], partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -24,7 +26,7 @@ def publish(bootstrap: str, lines: Iterable[dict[str, Any]], topics: dict[str, s
     count = 0
     for line in lines:
         value = line["value"]
-        raw = value.encode() if isinstance(value, str) else orjson.dumps(value)
+        raw = record_value(value)
         key = None if line["key"] is None else line["key"].encode()
         producer.produce(topics[line["topic"]], raw, key)
         count += 1

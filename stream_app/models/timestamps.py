@@ -29,10 +29,6 @@ def _match(value: str) -> re.Match[str] | None:
     return m
 
 
-def is_datetime(value: str) -> bool:
-    return _match(value) is not None
-
-
 def check_datetime(value: str) -> str:
     """Pydantic after-validator: the value stays as written, only its form is checked."""
     if _match(value) is None:
