@@ -4,12 +4,10 @@ FROM python:3.11-slim
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY stream_app ./stream_app
-RUN pip install --no-cache-dir . rocksdict \
-    && useradd --uid 10001 --create-home worker \
-    && mkdir -p /data && chown worker /data
+RUN pip install --no-cache-dir . \
+    && useradd --uid 10001 --create-home worker
 USER worker
 
-ENV STREAM_APP_DATA_DIR=/data
 EXPOSE 6066
 ENTRYPOINT ["stream-app"]
 CMD ["worker"]

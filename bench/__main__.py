@@ -37,6 +37,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from bench.workload import generate
+from stream_app.cli import tune_gc
 from stream_app.config import Settings
 from stream_app.core.policy import Policy
 from stream_app.core.records import SourceRecord
@@ -65,7 +66,7 @@ def core_rate(lines: list[dict[str, Any]]) -> tuple[float, dict[str, int]]:
     """Records/s of in-process replay, and the final decision count of every turn."""
     payload = [orjson.dumps(line) for line in lines]
     turns, dlq = io.BytesIO(), io.BytesIO()
-    gc.collect()
+    tune_gc()  # as `stream-app replay` does
     started = time.perf_counter()
     replay(payload, Settings(), turns, dlq)
     elapsed = time.perf_counter() - started
@@ -266,7 +267,6 @@ class Workers:
                 "STREAM_APP_PARTITIONS": str(PARTITIONS),
                 "STREAM_APP_WEB_PORT": str(port),
                 "STREAM_APP_WEB_HOST": "127.0.0.1",
-                "STREAM_APP_DATA_DIR": str(workdir / f"w{run}-{i}"),
             }
             log = open(workdir / f"worker-{run}-{i}.log", "ab")  # noqa: SIM115
             self.processes.append(

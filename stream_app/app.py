@@ -1,287 +1,355 @@
-"""The Faust application: the core over Kafka (SPEC §1, §5).
+"""The worker: the core over Kafka (SPEC §1, §5), one batch of records at a time.
 
-Two agents. ``intake`` reads both input topics, decodes each record (dead-lettering the bad
-ones) and re-keys it by session id onto the internal ``<id>-sessions`` topic. ``assemble``
-reads that topic, so one worker owns all of one session: it folds each input into the
-session's state in the ``sessions`` table and produces turn revisions and dead letters.
+One consumer group reads the two input topics and the internal ``<id>-sessions`` topic.
+An input record is decoded (or dead-lettered) and re-keyed by session id onto the sessions
+topic, so one worker owns all of a session; a sessions record is applied to its session's
+state, which lives in memory and in the ``<id>-sessions-changelog`` topic.
 
-Delivery is at-least-once (the test broker has no transactions). Turn revisions and dead
-letters are acknowledged by the broker *before* the state change that produced them is
-written, and the core skips any source record it has already applied, so a worker killed
-at any moment and restarted re-emits at most identical revisions and never loses one.
+A batch ends in three steps, each waiting for the broker before the next starts:
 
-``faust -A stream_app.app worker`` and ``stream-app worker`` both run this module's ``app``.
+1. turn revisions, dead letters and re-keyed inputs are produced and acknowledged;
+2. the state the batch changed is written to the changelog, once per session;
+3. the batch's offsets are committed.
+
+So a worker killed anywhere re-reads at most one batch: its re-keyed inputs arrive again
+and its sessions records are recognised by the core as already applied (each input carries
+its source offset), so nothing is lost and a retry never counts twice. Delivery is
+at-least-once: the test broker has no transactions.
+
+Faust's per-event streams cost more than this whole loop (``bench/``, README "Performance");
+its table changelog and recovery protocol are kept, written out in ``state/changelog.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-import os
 import signal
 import time
-from collections.abc import AsyncIterator, Awaitable
-from typing import Any, cast
+from collections.abc import Awaitable
+from typing import Any
 
-import faust
 import orjson
-from faust.tables.manager import TableManager
-from faust.transport.drivers import aiokafka as faust_aiokafka
-from prometheus_client import generate_latest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import CommitFailedError, TopicAlreadyExistsError
+from aiokafka.structs import ConsumerRecord, TopicPartition
 
 from stream_app import logs, metrics
-from stream_app.config import Settings, load_settings
-from stream_app.core.assembler import apply
+from stream_app.config import Settings
 from stream_app.core.dead_letter import original_key
-from stream_app.core.expiry import expire
 from stream_app.core.intake import decode
-from stream_app.core.records import (
-    Outputs,
-    SourceRecord,
-    TopicKind,
-    dump_input,
-    load_input,
-)
+from stream_app.core.records import Outputs, SourceRecord, TopicKind, dump_input, load_input
 from stream_app.models.topics import partition_for
-from stream_app.state.table import TableStore
+from stream_app.owners import Owners
+from stream_app.pipeline import Pipeline
+from stream_app.state.batch import BatchStore
+from stream_app.state.changelog import ChangelogStore
 
-METRICS_CONTENT_TYPE = "text/plain; version=0.0.4"  # aiohttp adds the charset itself
-SWEEP = b'{"sweep":true}'  # the timer's record on the sessions topic: expire this partition
-
-
-def stop_now(signum: int) -> None:
-    """Stop as a crash does: no final commit.
-
-    Faust's graceful stop commits offsets for events it acknowledged without processing (an
-    agent cancelled mid-event, events dropped during the rebalance it triggers), so records
-    could be lost. A crash commits nothing: the next owner reads again from the last commit
-    and the core turns what was already applied into duplicates. Proven by the SIGKILL tests.
-    """
-    logs.event("shutdown", signal=signal.Signals(signum).name, mode="crash-only")
-    os._exit(0)
+Emitted = list[tuple[Outputs, float | None]]  # with the produce time of the causing record
 
 
-def _tune_fetch_wait(max_wait_ms: int) -> None:
-    """Faust hard-codes the consumer's fetch wait (1.5 s); this sets it from our settings.
+class Worker:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.policy = settings.policy()
+        self.partitions = settings.partitions
+        self.sessions_topic = f"{settings.id}-sessions"
+        self.changelog_topic = f"{settings.id}-sessions-changelog"
+        self.kinds: dict[str, TopicKind] = {
+            settings.topic_messages: "messages",
+            settings.topic_decisions: "decisions",
+        }
+        self.store = ChangelogStore(self.partitions)
+        self.owners = Owners(f"http://{settings.web_host}:{settings.web_port}", self.sessions_topic)
+        self.lock = asyncio.Lock()  # a batch, a sweep or a rebalance: one at a time
+        self.ready = False
+        self.stopping = False
+        self.last_read: dict[TopicPartition, int] = {}  # input partition -> offset, for lag
+        self.settling: asyncio.Task[None] | None = None  # steps 2 and 3 of the latest batch
 
-    A broker that holds a fetch for the whole wait (tansu does) adds up to that much
-    latency to every hop; Apache Kafka answers as soon as data arrives.
-    """
-    thread = faust_aiokafka.AIOKafkaConsumerThread
-    create = getattr(thread, "_stream_app_create", thread._create_worker_consumer)
+    # -- lifecycle ----------------------------------------------------------------------
 
-    def create_tuned(self: Any, transport: Any) -> Any:
-        consumer = create(self, transport)
-        consumer._fetch_max_wait_ms = max_wait_ms  # read when the consumer starts
-        return consumer
-
-    setattr(thread, "_stream_app_create", create)  # noqa: B010 - patched once per process
-    setattr(thread, "_create_worker_consumer", create_tuned)  # noqa: B010
-
-
-def create_app(settings: Settings) -> faust.App:
-    _tune_fetch_wait(settings.fetch_max_wait_ms)
-    policy = settings.policy()
-    partitions = settings.partitions
-    app = faust.App(
-        settings.id,
-        broker=settings.broker_url,
-        store=settings.store_url,
-        datadir=str(settings.data_dir),
-        web_port=settings.web_port,
-        web_host=settings.web_host,
-        topic_partitions=partitions,
-        table_standby_replicas=0,
-        broker_session_timeout=settings.session_timeout_seconds,
-        broker_heartbeat_interval=settings.heartbeat_interval_seconds,
-        broker_rebalance_timeout=settings.rebalance_timeout_seconds,
-        producer_max_batch_size=settings.producer_max_batch_size,
-        consumer_auto_offset_reset="earliest",
-        key_serializer="raw",
-        value_serializer="raw",
-        stream_wait_empty=False,
-    )
-
-    def topic(*names: str, **options: Any) -> faust.TopicT:
-        return app.topic(*names, key_type=bytes, value_type=bytes, partitions=partitions, **options)
-
-    inputs = topic(settings.topic_messages, settings.topic_decisions)
-    sessions = topic(f"{settings.id}-sessions", internal=True)
-    turns = topic(settings.topic_turns)
-    dead_letters = topic(settings.topic_dlq)
-    table = app.Table(
-        "sessions", default=None, partitions=partitions, key_type=bytes, value_type=bytes
-    )
-    store = TableStore(table)
-
-    last_read: dict[Any, int] = {}  # input partition -> offset, for the lag gauge
-
-    async def send_all(out: Outputs, started: float | None = None) -> None:
-        """Produce every emission and wait until the broker has them all."""
-        acks: list[Awaitable[Any]] = []
-        for revision in out.turns:
-            acks.append(
-                await turns.send(
-                    key=revision.key.encode(),
-                    value=orjson.dumps(revision.turn),
-                    partition=partition_for(revision.session_id.encode(), partitions),
-                )
-            )
-        for letter in out.dead_letters:
-            acks.append(
-                await dead_letters.send(key=original_key(letter), value=orjson.dumps(letter))
-            )
-        if acks:
-            await asyncio.gather(*acks)
-        metrics.count(out.counts)
-        if started is not None:
-            for revision in out.turns:
-                if revision.first:
-                    metrics.TURN_LATENCY.observe(max(0.0, time.time() - started))
-        for letter in out.dead_letters:
-            logs.event(
-                "dead_letter",
-                logging.WARNING,
-                reason=letter["reason"],
-                source_topic=letter["source_topic"],
-                partition=letter["partition"],
-                offset=letter["offset"],
-                error=letter["error"],
-            )
-
-    @app.agent(inputs)
-    async def intake(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
-        async for event in stream.events():
-            msg = event.message
-            metrics.RECORDS.labels(topic=msg.topic).inc()
-            last_read[msg.tp] = msg.offset
-            kind: TopicKind = "messages" if msg.topic == settings.topic_messages else "decisions"
-            record = SourceRecord(kind, msg.topic, msg.partition, msg.offset, msg.key, msg.value)
-            item, out = decode(record, policy, time.time())
-            if item is None:
-                await send_all(out)
-                continue
-            metrics.count(out.counts)
-            key = item.session_id.encode()
-            # The record's own timestamp travels on, for the turn latency histogram.
-            await sessions.send(
-                key=key,
-                value=dump_input(item),
-                timestamp=msg.timestamp,
-                partition=partition_for(key, partitions),
-            )
-            yield None
-
-    @app.agent(sessions)
-    async def assemble(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
-        async for event in stream.events():
-            if event.message.value == SWEEP:
-                await sweep(event.message.partition)
-                continue
-            item = load_input(event.message.value)
-            state, out = apply(store.get(item.session_id), item, policy, time.time())
-            await send_all(out, started=event.message.timestamp)
-            store.put(state)
-            yield None
-
-    async def sweep(partition: int) -> None:
-        now = time.time()
-        for session_id in store.session_ids():
-            if partition_for(session_id.encode(), partitions) != partition:
-                continue
-            state = store.get(session_id)
-            if state is None:
-                continue
-            kept, out = expire(state, policy, now)
-            await send_all(out)
-            if kept is None:
-                store.delete(session_id)
-            elif out.counts["turns_closed"]:
-                store.put(kept)
-
-    @app.timer(settings.sweep_interval_seconds, on_leader=True)
-    async def request_sweeps() -> None:
-        for partition in range(partitions):
-            await sessions.send(key=None, value=SWEEP, partition=partition)
-
-    @app.page("/health")
-    async def health(web: Any, request: Any) -> Any:
-        """Live while the event loop answers."""
-        return web.json({"status": "live"})
-
-    @app.page("/metrics")
-    async def metrics_page(web: Any, request: Any) -> Any:
-        metrics.SESSIONS.set(len(table))
-        for tp in app.consumer.assignment():
-            if tp in last_read and (highwater := app.consumer.highwater(tp)) is not None:
-                lag = max(0, highwater - last_read[tp] - 1)
-                metrics.LAG.labels(topic=tp.topic, partition=str(tp.partition)).set(lag)
-        return web.bytes(generate_latest(metrics.REGISTRY), content_type=METRICS_CONTENT_TYPE)
-
-    @app.page("/sessions/{session_id}")
-    @app.table_route(table=table, match_info="session_id")
-    async def session_state(web: Any, request: Any, session_id: str) -> Any:
-        """One session's state, answered by the worker that owns it."""
-        state = store.get(session_id)
-        if state is None:
-            return web.json({"error": f"no state for session {session_id!r}"}, status=404)
-        return web.bytes(state.to_json(), content_type="application/json")
-
-    @app.page("/ready")
-    async def ready(web: Any, request: Any) -> Any:
-        """Ready once table recovery has finished and no rebalance is under way."""
-        ok = cast(TableManager, app.tables).recovery.completed.is_set() and not app.rebalancing
-        return web.json({"ready": ok}, status=200 if ok else 503)
-
-    # Faust's signal stubs do not describe receivers that take the signal's arguments.
-    @app.on_partitions_assigned.connect  # type: ignore[arg-type]
-    async def on_assigned(app: faust.App, assigned: set[Any], **kwargs: Any) -> None:
-        logs.event(
-            "partitions_assigned",
-            partitions=sorted(
-                f"{tp.topic}:{tp.partition}"
-                for tp in assigned
-                if tp.topic == sessions.get_topic_name()
-            ),
+    def connect(self) -> None:
+        """The Kafka clients (aiokafka wants a running event loop to create them)."""
+        settings = self.settings
+        bootstrap = settings.bootstrap_servers()
+        self.producer = AIOKafkaProducer(
+            bootstrap_servers=bootstrap,
+            acks="all",
+            max_batch_size=settings.producer_max_batch_size,
+        )
+        self.consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap,
+            group_id=settings.id,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=settings.fetch_max_wait_ms,
+            session_timeout_ms=int(settings.session_timeout_seconds * 1000),
+            heartbeat_interval_ms=int(settings.heartbeat_interval_seconds * 1000),
+            rebalance_timeout_ms=int(settings.rebalance_timeout_seconds * 1000),
+            partition_assignment_strategy=(self.owners.assignor(),),
+        )
+        self.changelog_reader = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=50,
         )
 
-    @app.on_rebalance_complete.connect  # type: ignore[arg-type]
-    async def on_recovered(app: faust.App, **kwargs: Any) -> None:
-        logs.event("recovery_done", sessions=len(table))
+    async def run(self) -> None:
+        from stream_app.web import serve
 
-    @app.task
-    async def on_startup() -> None:
-        # Faust's terminal spinner handler listens at DEBUG, which keeps the root logger at
-        # DEBUG: every library debug call then builds a record (~8 % of a busy worker's
-        # CPU, measured with py-spy). A service has no spinner to turn.
-        root = logging.getLogger()
-        root.handlers[:] = [h for h in root.handlers if type(h).__name__ != "SpinnerHandler"]
-        levels = [h.level for h in root.handlers if h.level]
-        root.setLevel(min(levels) if levels else logging.INFO)
-        logs.event(
-            "startup",
-            app_id=settings.id,
-            broker=settings.broker_url,
-            org_id=policy.org_id,
-            partitions=partitions,
-            store=settings.store_url,
-            topics=[
-                settings.topic_messages,
-                settings.topic_decisions,
-                settings.topic_turns,
-                settings.topic_dlq,
-            ],
-        )
+        self.connect()
+        await self.declare_topics()
+        await self.producer.start()
+        await self.changelog_reader.start()
+        await self.consumer.start()
+        self.consumer.subscribe([*self.kinds, self.sessions_topic], listener=_Rebalance(self))
+        web = await serve(self)
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, stop_now, signum)
+            loop.add_signal_handler(signum, self.stop, signum)
+        sweeper = asyncio.create_task(self.sweep_forever())
+        logs.event(
+            "startup",
+            app_id=self.settings.id,
+            broker=self.settings.broker_url,
+            org_id=self.policy.org_id,
+            partitions=self.partitions,
+            topics=[*self.kinds, self.settings.topic_turns, self.settings.topic_dlq],
+        )
+        try:
+            while not self.stopping:
+                batch = await self.consumer.getmany(
+                    timeout_ms=200, max_records=self.settings.batch_max_records
+                )
+                async with self.lock:
+                    if batch and not self.stopping:
+                        await self.process(batch)
+        finally:
+            sweeper.cancel()
+            async with self.lock:
+                await self.settled()
+            await self.consumer.stop()  # leaves the group: the others take over at once
+            await self.changelog_reader.stop()
+            await self.producer.stop()
+            await web.cleanup()
+            logs.event("shutdown", mode="graceful")
 
-    @app.task
-    async def declare_topics() -> None:
-        for t in (turns, dead_letters):
-            await t.maybe_declare()
+    def stop(self, signum: int) -> None:
+        """Finish the batch in hand, commit it, leave the group."""
+        logs.event("stopping", signal=signal.Signals(signum).name)
+        self.stopping = True
 
-    return app
+    async def declare_topics(self) -> None:
+        """Creates the topics that do not exist yet (the internal ones, on a first start)."""
+        s = self.settings
+        admin = AIOKafkaAdminClient(bootstrap_servers=s.bootstrap_servers())
+        await admin.start()
+        try:
+            existing = set(await admin.list_topics())
+            wanted = {
+                s.topic_messages: {},
+                s.topic_decisions: {},
+                s.topic_turns: {"cleanup.policy": "compact"},
+                s.topic_dlq: {},
+                self.sessions_topic: {},
+                self.changelog_topic: {"cleanup.policy": "compact"},
+            }
+            new = [
+                NewTopic(name, s.partitions, s.replication_factor, topic_configs=configs)
+                for name, configs in wanted.items()
+                if name not in existing
+            ]
+            if new:
+                with contextlib.suppress(TopicAlreadyExistsError):  # another worker was first
+                    await admin.create_topics(new)
+        finally:
+            await admin.close()
+
+    # -- a batch ------------------------------------------------------------------------
+
+    async def process(self, batch: dict[TopicPartition, list[ConsumerRecord]]) -> None:
+        assignment = self.consumer.assignment()
+        states = BatchStore(self.store)
+        pipeline = Pipeline(self.policy, states)
+        emitted: Emitted = []
+        acks: list[Awaitable[Any]] = []
+        offsets: dict[TopicPartition, int] = {}
+        now = time.time()
+        for tp, records in batch.items():
+            if tp not in assignment:
+                continue  # fetched before a rebalance took the partition away
+            if tp.topic == self.sessions_topic:
+                for r in records:
+                    out = pipeline.apply(load_input(r.value))
+                    emitted.append((out, r.timestamp / 1000))
+            else:
+                kind = self.kinds[tp.topic]
+                for r in records:
+                    record = SourceRecord(kind, tp.topic, tp.partition, r.offset, r.key, r.value)
+                    item, out = decode(record, self.policy, now)
+                    if item is None:
+                        emitted.append((out, None))
+                        continue
+                    metrics.count(out.counts)
+                    key = item.session_id.encode()
+                    acks.append(
+                        await self.producer.send(
+                            self.sessions_topic,
+                            dump_input(item),
+                            key=key,
+                            partition=partition_for(key, self.partitions),
+                            timestamp_ms=r.timestamp,  # travels on, for the latency histogram
+                        )
+                    )
+                metrics.RECORDS.labels(topic=tp.topic).inc(len(records))
+                self.last_read[tp] = records[-1].offset
+            offsets[tp] = records[-1].offset + 1
+        await self.finish(emitted, acks, states, offsets)
+
+    async def finish(
+        self,
+        emitted: Emitted,
+        acks: list[Awaitable[Any]],
+        states: BatchStore,
+        offsets: dict[TopicPartition, int] | None = None,
+    ) -> None:
+        """Step 1, then steps 2 and 3 under way while the next batch is read and applied.
+
+        The changelog records are serialized here, so what the next batch changes cannot
+        leak into them; steps 2 and 3 of successive batches settle in order.
+        """
+        if self.settling is not None and self.settling.done():
+            self.settling.result()  # a failed write or commit stops the worker
+        s = self.settings
+        for out, _ in emitted:
+            for revision in out.turns:
+                acks.append(
+                    await self.producer.send(
+                        s.topic_turns,
+                        orjson.dumps(revision.turn),
+                        key=revision.key.encode(),
+                        partition=partition_for(revision.session_id.encode(), self.partitions),
+                    )
+                )
+            for letter in out.dead_letters:
+                acks.append(
+                    await self.producer.send(
+                        s.topic_dlq, orjson.dumps(letter), key=original_key(letter)
+                    )
+                )
+        await asyncio.gather(*acks)
+        self.observe(emitted)
+
+        logged: list[tuple[int, Awaitable[Any]]] = []
+        for session_id, state in states.writes():
+            p = self.store.partition_of(session_id)
+            value = None if state is None else state.to_json()
+            sent = await self.producer.send(
+                self.changelog_topic, value, key=session_id.encode(), partition=p
+            )
+            logged.append((p, sent))
+            if state is None:
+                self.store.delete(session_id)
+            else:
+                self.store.put(state)
+        self.settling = asyncio.create_task(self.settle(self.settling, logged, offsets or {}))
+
+    async def settle(
+        self,
+        before: asyncio.Task[None] | None,
+        logged: list[tuple[int, Awaitable[Any]]],
+        offsets: dict[TopicPartition, int],
+    ) -> None:
+        """Steps 2 and 3 of a batch: its state acknowledged, then its offsets committed."""
+        if before is not None:
+            await before
+        for p, sent in logged:
+            self.store.position[p] = (await sent).offset + 1
+        if offsets:
+            try:
+                await self.consumer.commit(offsets)
+            except CommitFailedError as exc:
+                # The partitions moved on; their next owner re-reads, the core skips.
+                logs.event("commit_failed", logging.WARNING, error=str(exc))
+
+    async def settled(self) -> None:
+        """Waits until every batch so far is in the changelog and committed."""
+        if self.settling is not None:
+            await self.settling
+
+    def observe(self, emitted: Emitted) -> None:
+        now = time.time()
+        for out, started in emitted:
+            metrics.count(out.counts)
+            if started is not None:
+                for revision in out.turns:
+                    if revision.first:
+                        metrics.TURN_LATENCY.observe(max(0.0, now - started))
+            for letter in out.dead_letters:
+                logs.event(
+                    "dead_letter",
+                    logging.WARNING,
+                    reason=letter["reason"],
+                    source_topic=letter["source_topic"],
+                    partition=letter["partition"],
+                    offset=letter["offset"],
+                    error=letter["error"],
+                )
+
+    # -- expiry -------------------------------------------------------------------------
+
+    async def sweep_forever(self) -> None:
+        """Expiry is also checked on every record of a session; this catches idle ones."""
+        while True:
+            await asyncio.sleep(self.settings.sweep_interval_seconds)
+            async with self.lock:
+                states = BatchStore(self.store)
+                expired = Pipeline(self.policy, states).sweep()
+                await self.finish([(expired, None)], [], states)
+
+    # -- rebalances ---------------------------------------------------------------------
+
+    async def revoked(self, revoked: set[TopicPartition]) -> None:
+        async with self.lock:  # after the batch in hand is committed
+            await self.settled()
+            self.ready = False
+            self.store.release(tp.partition for tp in revoked if tp.topic == self.sessions_topic)
+
+    async def assigned(self, assigned: set[TopicPartition]) -> None:
+        async with self.lock:
+            mine = {tp.partition for tp in assigned if tp.topic == self.sessions_topic}
+            logs.event(
+                "partitions_assigned",
+                partitions=sorted(f"{self.sessions_topic}:{p}" for p in mine),
+            )
+            started = time.monotonic()
+            read = await self.store.recover(self.changelog_reader, self.changelog_topic, mine)
+            self.ready = True
+            logs.event(
+                "recovery_done",
+                sessions=len(self.store),
+                changelog_records=read,
+                seconds=round(time.monotonic() - started, 3),
+            )
+
+    def lag(self) -> None:
+        """Moves the lag gauge: records of each input partition not read yet."""
+        for tp in self.consumer.assignment():
+            if tp in self.last_read and (end := self.consumer.highwater(tp)) is not None:
+                lag = max(0, end - self.last_read[tp] - 1)
+                metrics.LAG.labels(topic=tp.topic, partition=str(tp.partition)).set(lag)
 
 
-app = create_app(load_settings())
+class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        await self.worker.revoked(revoked)
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        await self.worker.assigned(assigned)

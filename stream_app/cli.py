@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -11,10 +12,23 @@ from pathlib import Path
 from stream_app.config import SettingsError, load_settings
 
 
+def tune_gc() -> None:
+    """Collect garbage less often than CPython's default, which suits small scripts.
+
+    Session state is many long-lived objects, and Kafka clients allocate many short-lived
+    ones: with the default thresholds the collector walked the state again and again and
+    replay ran at 14k records/s; with these, 20-23k (bench/, same run).
+    """
+    gc.collect()
+    gc.freeze()  # what start-up loaded is never garbage
+    gc.set_threshold(50_000, 50, 100)
+
+
 def _replay(args: argparse.Namespace) -> int:
     from stream_app.replay import replay, summary
 
     settings = load_settings()
+    tune_gc()
     if args.org_id is not None:
         settings = settings.model_copy(update={"org_id": args.org_id})
     try:
@@ -37,10 +51,15 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _worker(args: argparse.Namespace) -> int:
-    load_settings()  # a bad setting is a one-line error before Faust starts
-    from stream_app.app import app
+    import asyncio
+    import logging
 
-    app.Worker(loglevel=args.loglevel).execute_from_commandline()
+    from stream_app.app import Worker
+
+    settings = load_settings()
+    logging.basicConfig(level=args.loglevel.upper(), format="%(levelname)s %(name)s %(message)s")
+    tune_gc()
+    asyncio.run(Worker(settings).run())
     return 0
 
 

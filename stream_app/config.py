@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import socket
-from pathlib import Path
 
 from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -22,18 +21,18 @@ class Settings(BaseSettings):
     topic_turns: str = Field("turns", min_length=1)
     topic_dlq: str = Field("turns.dlq", min_length=1)
     partitions: int = Field(4, ge=1)
-    store_url: str = "memory://"
+    replication_factor: int = Field(1, ge=1)
     session_ttl_seconds: float = Field(24 * 3600.0, gt=0)
     late_decision_window_seconds: float = Field(6 * 3600.0, gt=0)
     max_record_bytes: int = Field(1024 * 1024, ge=1)
     web_port: int = Field(6066, ge=1, le=65535)
     web_host: str = Field(default_factory=socket.gethostname, min_length=1)
-    data_dir: Path = Path("./data")
     session_timeout_seconds: float = Field(10.0, gt=0)
     heartbeat_interval_seconds: float = Field(1.0, gt=0)
     rebalance_timeout_seconds: float = Field(10.0, gt=0)
     producer_max_batch_size: int = Field(16384, ge=1)
-    fetch_max_wait_ms: int = Field(1500, ge=1)
+    fetch_max_wait_ms: int = Field(500, ge=1)
+    batch_max_records: int = Field(1000, ge=1)
     sweep_interval_seconds: float = Field(60.0, gt=0)
 
     def policy(self) -> Policy:

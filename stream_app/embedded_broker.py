@@ -14,12 +14,12 @@ from pathlib import Path
 from types import TracebackType
 
 # What a worker needs against tansu (see README, Configuration): fast group membership, and
-# one record per produced batch so that changelog recovery reads to the true end.
+# a short fetch wait, because tansu holds every fetch for the whole wait.
 WORKER_SETTINGS = {
     "STREAM_APP_SESSION_TIMEOUT_SECONDS": "2",
     "STREAM_APP_HEARTBEAT_INTERVAL_SECONDS": "0.5",
     "STREAM_APP_REBALANCE_TIMEOUT_SECONDS": "2",
-    "STREAM_APP_PRODUCER_MAX_BATCH_SIZE": "1",
+    "STREAM_APP_FETCH_MAX_WAIT_MS": "20",
 }
 
 
@@ -41,7 +41,7 @@ class EmbeddedBroker:
 
     @property
     def url(self) -> str:
-        """The address in Faust's form."""
+        """The address as ``STREAM_APP_BROKER_URL`` takes it."""
         return f"kafka://{self.bootstrap}"
 
     def start(self, timeout: float = 20.0) -> EmbeddedBroker:

@@ -35,8 +35,8 @@ class _EventFormatter(logging.Formatter):
 
 
 def configure(stream: Any = None) -> None:
-    """Send event lines to stderr (JSON unless it is a terminal), apart from Faust's own log."""
-    stream = stream or sys.__stderr__  # Faust redirects sys.stderr into its own log
+    """Send event lines to stderr (JSON unless it is a terminal), apart from library logs."""
+    stream = stream or sys.__stderr__
     handler = logging.StreamHandler(stream)
     handler.setFormatter(_EventFormatter(as_json=not stream.isatty()))
     _logger.handlers[:] = [handler]

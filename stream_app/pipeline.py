@@ -40,11 +40,16 @@ class Pipeline:
             applied.counts.update(out.counts)
         return applied
 
-    def sweep(self) -> Outputs:
-        """Expire idle sessions and closed turns of every session this store holds."""
+    def sweep(self, only: Callable[[str], bool] | None = None) -> Outputs:
+        """Expire idle sessions and closed turns of the sessions this store holds.
+
+        ``only`` picks some of them: a worker sweeps one partition at a time.
+        """
         out = Outputs()
         now = self.clock()
         for session_id in self.store.session_ids():
+            if only is not None and not only(session_id):
+                continue
             state = self.store.get(session_id)
             if state is None:
                 continue

@@ -21,7 +21,6 @@ class WorkerProcess:
         settings: dict[str, str],
         workdir: Path,
         name: str = "worker",
-        faust_cli: bool = False,
     ) -> None:
         self.port = free_port()
         self.log = workdir / f"{name}.log"
@@ -31,15 +30,10 @@ class WorkerProcess:
             "STREAM_APP_BROKER_URL": broker.url,
             "STREAM_APP_WEB_PORT": str(self.port),
             "STREAM_APP_WEB_HOST": "127.0.0.1",
-            "STREAM_APP_DATA_DIR": str(workdir / f"{name}-data"),
             **settings,
         }
         self.process: subprocess.Popen[bytes] | None = None
-        self.command = (
-            [sys.executable, "-m", "faust", "-A", "stream_app.app", "worker", "-l", "info"]
-            if faust_cli
-            else [sys.executable, "-m", "stream_app", "worker", "--loglevel", "info"]
-        )
+        self.command = [sys.executable, "-m", "stream_app", "worker", "--loglevel", "info"]
 
     def start(self) -> WorkerProcess:
         with open(self.log, "ab") as log:

@@ -17,6 +17,7 @@ _RFC3339 = re.compile(
     re.ASCII,
 )
 _EPOCH_DAYS = datetime(1970, 1, 1).toordinal()
+_DAYS = (0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
 
 def _match(value: str) -> re.Match[str] | None:
@@ -24,9 +25,15 @@ def _match(value: str) -> re.Match[str] | None:
     if m is None:
         return None
     year, month, day = int(m[1]), int(m[2]), int(m[3])
-    if year == 0 or not 1 <= day <= calendar.monthrange(year, month)[1]:
+    if year == 0 or not 1 <= day <= _days_in(year, month):
         return None
     return m
+
+
+def _days_in(year: int, month: int) -> int:
+    if month == 2:
+        return 29 if calendar.isleap(year) else 28
+    return _DAYS[month]
 
 
 def check_datetime(value: str) -> str:

@@ -1,0 +1,46 @@
+"""A batch's view of a store: each session is read once and written once per batch.
+
+Decoding and encoding a session's state costs more than applying one record to it, and a
+changelog write per record would put every intermediate state on the wire; a batch of
+records touching a session a dozen times pays for one of each. Nothing reaches the
+underlying store until ``writes`` is drained, after the batch's emissions are acknowledged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from stream_app.core.session import SessionState
+from stream_app.state.base import SessionStore
+
+
+class BatchStore(SessionStore):
+    def __init__(self, store: SessionStore) -> None:
+        self.store = store
+        self._read: dict[str, SessionState | None] = {}
+        self._changed: set[str] = set()
+
+    def get(self, session_id: str) -> SessionState | None:
+        if session_id not in self._read:
+            self._read[session_id] = self.store.get(session_id)
+        return self._read[session_id]
+
+    def put(self, state: SessionState) -> None:
+        self._read[state.session_id] = state
+        self._changed.add(state.session_id)
+
+    def delete(self, session_id: str) -> None:
+        self._read[session_id] = None
+        self._changed.add(session_id)
+
+    def session_ids(self) -> Iterator[str]:
+        read = self._read
+        yield from [s for s, state in read.items() if state is not None]
+        yield from (s for s in self.store.session_ids() if s not in read)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self.session_ids())
+
+    def writes(self) -> Iterator[tuple[str, SessionState | None]]:
+        """Each changed session once: its new state, or ``None`` where it was deleted."""
+        return ((s, self._read[s]) for s in sorted(self._changed))
