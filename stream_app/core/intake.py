@@ -68,7 +68,9 @@ def _bind_tenant(org_id: str | None, field: str, policy: Policy) -> None:
         )
 
 
-def _message(doc: Any, origin: Origin, counts: Counter[str], policy: Policy) -> SessionMessage:
+def _message(
+    doc: Any, record: SourceRecord, counts: Counter[str], policy: Policy
+) -> SessionMessage:
     event = LLMMessagePublishedEvent.model_validate(doc)
     _bind_tenant(event.orgId, "orgId", policy)
     message = event.message
@@ -76,7 +78,7 @@ def _message(doc: Any, origin: Origin, counts: Counter[str], policy: Policy) -> 
     completes = message.role == "assistant" and bool(message.finishReason)
     return SessionMessage(
         session_id=session,
-        source=(origin.source_topic, origin.partition, origin.offset),
+        source=(record.topic, record.partition, record.offset),
         identity=identity(message),
         sequence=message.sequence,
         message=inference_message(message, counts),
@@ -106,13 +108,12 @@ def _decision(doc: Any, origin: Origin, policy: Policy) -> SessionDecision:
 def decode(record: SourceRecord, policy: Policy, now: float) -> tuple[SessionInput | None, Outputs]:
     """A session input, or ``None`` and the dead letter that took the record's place."""
     out = Outputs()
-    origin = Origin.of(record)
     try:
         doc = _parse(record, policy)
         if record.kind == "messages":
-            return _message(doc, origin, out.counts, policy), out
-        return _decision(doc, origin, policy), out
+            return _message(doc, record, out.counts, policy), out
+        return _decision(doc, Origin.of(record), policy), out
     except ValidationError as exc:
-        return None, rejected(origin, Reason.SCHEMA, _describe(exc), now)
+        return None, rejected(Origin.of(record), Reason.SCHEMA, _describe(exc), now)
     except _Rejected as exc:
-        return None, rejected(origin, exc.reason, exc.error, now)
+        return None, rejected(Origin.of(record), exc.reason, exc.error, now)
