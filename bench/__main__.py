@@ -47,6 +47,9 @@ from stream_app.replay import record_value, replay
 from stream_app.state.memory import MemoryStore
 
 PARTITIONS = 4
+# Every consumer here waits as briefly as the worker does: tansu holds each fetch for the
+# whole wait, so a longer one would time the reader, not the worker.
+FETCH_WAIT_MS = int(WORKER_SETTINGS["STREAM_APP_FETCH_MAX_WAIT_MS"])
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -169,7 +172,10 @@ async def read_turns(
 ) -> float:
     """Reads the turn topic until every expected turn has its final decision count."""
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, enable_auto_commit=False, max_partition_fetch_bytes=4 * 1048576
+        bootstrap_servers=bootstrap,
+        enable_auto_commit=False,
+        max_partition_fetch_bytes=4 * 1048576,
+        fetch_max_wait_ms=FETCH_WAIT_MS,
     )
     await consumer.start()
     tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
@@ -212,6 +218,7 @@ async def raw_rate(bootstrap: str, records: list[tuple[str, bytes | None, bytes]
         auto_offset_reset="earliest",
         enable_auto_commit=False,
         max_partition_fetch_bytes=4 * 1048576,
+        fetch_max_wait_ms=FETCH_WAIT_MS,
     )
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, max_batch_size=262144)
     await consumer.start()
