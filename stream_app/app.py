@@ -5,16 +5,20 @@ An input record is decoded (or dead-lettered) and re-keyed by session id onto th
 topic, so one worker owns all of a session; a sessions record is applied to its session's
 state, which lives in memory and in the ``<id>-sessions-changelog`` topic.
 
-A batch ends in three steps, each waiting for the broker before the next starts:
+Three steps, each waiting for the broker before the next starts:
 
-1. turn revisions, dead letters and re-keyed inputs are produced and acknowledged;
-2. the state the batch changed is written to the changelog, once per session;
-3. the batch's offsets are committed.
+1. each batch's turn revisions, dead letters and re-keyed inputs are produced and
+   acknowledged before the next batch is applied;
+2. at a checkpoint (every ``STREAM_APP_COMMIT_INTERVAL_MS``, on a rebalance, on stop) every
+   session changed since the last one is written to the changelog, once;
+3. then the offsets of every batch up to the checkpoint are committed.
 
-So a worker killed anywhere re-reads at most one batch: its re-keyed inputs arrive again
-and its sessions records are recognised by the core as already applied (each input carries
-its source offset), so nothing is lost and a retry never counts twice. Delivery is
-at-least-once: the test broker has no transactions.
+So a worker killed anywhere re-reads what came after its last checkpoint: its re-keyed
+inputs arrive again and its sessions records are recognised by the core as already applied
+(each input carries its source offset), so nothing is lost and a retry never counts twice.
+Delivery is at-least-once: the test broker has no transactions. Writing a session once per
+checkpoint rather than once per batch keeps the changelog from outgrowing the input: a long
+session's state is kilobytes.
 
 Faust's per-event streams cost more than this whole loop (``bench/``, README "Performance");
 its table changelog and recovery protocol are kept, written out in ``state/changelog.py``.
@@ -67,7 +71,11 @@ class Worker:
         self.ready = False
         self.stopping = False
         self.last_read: dict[TopicPartition, int] = {}  # input partition -> offset, for lag
-        self.settling: asyncio.Task[None] | None = None  # steps 2 and 3 of the latest batch
+        # Applied and emitted, not yet in the changelog and committed: the next checkpoint's.
+        self.changed: set[str] = set()
+        self.uncommitted: dict[TopicPartition, int] = {}
+        self.next_checkpoint = 0.0
+        self.settling: asyncio.Task[None] | None = None  # the latest checkpoint's steps 2, 3
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -128,6 +136,10 @@ class Worker:
                 async with self.lock:
                     if batch and not self.stopping:
                         await self.process(batch)
+                    elif (self.changed or self.uncommitted) and (
+                        time.monotonic() >= self.next_checkpoint
+                    ):
+                        await self.checkpoint()
         finally:
             sweeper.cancel()
             async with self.lock:
@@ -217,11 +229,7 @@ class Worker:
         states: BatchStore,
         offsets: dict[TopicPartition, int] | None = None,
     ) -> None:
-        """Step 1, then steps 2 and 3 under way while the next batch is read and applied.
-
-        The changelog records are serialized here, so what the next batch changes cannot
-        leak into them; steps 2 and 3 of successive batches settle in order.
-        """
+        """Step 1; the batch's state and offsets then wait for the next checkpoint."""
         if self.settling is not None and self.settling.done():
             self.settling.result()  # a failed write or commit stops the worker
         s = self.settings
@@ -243,20 +251,35 @@ class Worker:
                 )
         await asyncio.gather(*acks)
         self.observe(emitted)
-
-        logged: list[tuple[int, Awaitable[Any]]] = []
         for session_id, state in states.writes():
+            if state is None:
+                self.store.delete(session_id)
+            else:
+                self.store.put(state)
+            self.changed.add(session_id)
+        self.uncommitted.update(offsets or {})
+        if time.monotonic() >= self.next_checkpoint:
+            await self.checkpoint()
+
+    async def checkpoint(self) -> None:
+        """Steps 2 and 3 for every batch since the last checkpoint, under way in the background.
+
+        A session changed by many batches is written once, as it is now: every emission
+        that led to it is acknowledged already. The records are serialized here, so what
+        the next batch changes cannot leak into them; checkpoints settle in order.
+        """
+        logged: list[tuple[int, Awaitable[Any]]] = []
+        for session_id in sorted(self.changed):
             p = self.store.partition_of(session_id)
+            state = self.store.get(session_id)
             value = None if state is None else state.to_json()
             sent = await self.producer.send(
                 self.changelog_topic, value, key=session_id.encode(), partition=p
             )
             logged.append((p, sent))
-            if state is None:
-                self.store.delete(session_id)
-            else:
-                self.store.put(state)
-        self.settling = asyncio.create_task(self.settle(self.settling, logged, offsets or {}))
+        offsets, self.uncommitted, self.changed = self.uncommitted, {}, set()
+        self.settling = asyncio.create_task(self.settle(self.settling, logged, offsets))
+        self.next_checkpoint = time.monotonic() + self.settings.commit_interval_ms / 1000
 
     async def settle(
         self,
@@ -264,7 +287,7 @@ class Worker:
         logged: list[tuple[int, Awaitable[Any]]],
         offsets: dict[TopicPartition, int],
     ) -> None:
-        """Steps 2 and 3 of a batch: its state acknowledged, then its offsets committed."""
+        """Steps 2 and 3 of a checkpoint: its state acknowledged, then its offsets committed."""
         if before is not None:
             await before
         for p, sent in logged:
@@ -278,6 +301,7 @@ class Worker:
 
     async def settled(self) -> None:
         """Waits until every batch so far is in the changelog and committed."""
+        await self.checkpoint()
         if self.settling is not None:
             await self.settling
 

@@ -33,6 +33,7 @@ class Settings(BaseSettings):
     producer_max_batch_size: int = Field(16384, ge=1)
     fetch_max_wait_ms: int = Field(500, ge=1)
     batch_max_records: int = Field(1000, ge=1)
+    commit_interval_ms: int = Field(1000, ge=0)
     sweep_interval_seconds: float = Field(60.0, gt=0)
 
     def policy(self) -> Policy:

@@ -44,6 +44,7 @@ def test_every_setting_is_read_from_its_variable(monkeypatch: pytest.MonkeyPatch
         "PRODUCER_MAX_BATCH_SIZE": "1",
         "FETCH_MAX_WAIT_MS": "20",
         "BATCH_MAX_RECORDS": "100",
+        "COMMIT_INTERVAL_MS": "250",
         "SWEEP_INTERVAL_SECONDS": "5",
         "WEB_HOST": "10.0.0.7",
     }
