@@ -46,6 +46,7 @@ from stream_app.core.dead_letter import original_key
 from stream_app.core.intake import decode
 from stream_app.core.records import Outputs, SourceRecord, TopicKind, dump_input, load_input
 from stream_app.models.topics import partition_for
+from stream_app.outbox import Outbox, Sent
 from stream_app.owners import Owners
 from stream_app.pipeline import Pipeline
 from stream_app.state.batch import BatchStore
@@ -188,7 +189,7 @@ class Worker:
         states = BatchStore(self.store)
         pipeline = Pipeline(self.policy, states)
         emitted: Emitted = []
-        acks: list[Awaitable[Any]] = []
+        outbox = Outbox(self.producer)
         offsets: dict[TopicPartition, int] = {}
         now = time.time()
         for tp, records in batch.items():
@@ -208,24 +209,22 @@ class Worker:
                         continue
                     metrics.count(out.counts)
                     key = item.session_id.encode()
-                    acks.append(
-                        await self.producer.send(
-                            self.sessions_topic,
-                            dump_input(item),
-                            key=key,
-                            partition=partition_for(key, self.partitions),
-                            timestamp_ms=r.timestamp,  # travels on, for the latency histogram
-                        )
+                    await outbox.add(
+                        self.sessions_topic,
+                        partition_for(key, self.partitions),
+                        key,
+                        dump_input(item),
+                        r.timestamp,  # travels on, for the latency histogram
                     )
                 metrics.RECORDS.labels(topic=tp.topic).inc(len(records))
                 self.last_read[tp] = records[-1].offset
             offsets[tp] = records[-1].offset + 1
-        await self.finish(emitted, acks, states, offsets)
+        await self.finish(emitted, outbox, states, offsets)
 
     async def finish(
         self,
         emitted: Emitted,
-        acks: list[Awaitable[Any]],
+        outbox: Outbox,
         states: BatchStore,
         offsets: dict[TopicPartition, int] | None = None,
     ) -> None:
@@ -233,23 +232,22 @@ class Worker:
         if self.settling is not None and self.settling.done():
             self.settling.result()  # a failed write or commit stops the worker
         s = self.settings
+        letters: list[Awaitable[Any]] = []
         for out, _ in emitted:
             for revision in out.turns:
-                acks.append(
-                    await self.producer.send(
-                        s.topic_turns,
-                        orjson.dumps(revision.turn),
-                        key=revision.key.encode(),
-                        partition=partition_for(revision.session_id.encode(), self.partitions),
-                    )
+                await outbox.add(
+                    s.topic_turns,
+                    partition_for(revision.session_id.encode(), self.partitions),
+                    revision.key.encode(),
+                    orjson.dumps(revision.turn),
                 )
-            for letter in out.dead_letters:
-                acks.append(
+            for letter in out.dead_letters:  # rare; the topic's own partitioner spreads them
+                letters.append(
                     await self.producer.send(
                         s.topic_dlq, orjson.dumps(letter), key=original_key(letter)
                     )
                 )
-        await asyncio.gather(*acks)
+        await asyncio.gather(*letters, *(sent.delivered for sent in await outbox.send()))
         self.observe(emitted)
         for session_id, state in states.writes():
             if state is None:
@@ -268,15 +266,16 @@ class Worker:
         that led to it is acknowledged already. The records are serialized here, so what
         the next batch changes cannot leak into them; checkpoints settle in order.
         """
-        logged: list[tuple[int, Awaitable[Any]]] = []
+        outbox = Outbox(self.producer)
         for session_id in sorted(self.changed):
-            p = self.store.partition_of(session_id)
             state = self.store.get(session_id)
-            value = None if state is None else state.to_json()
-            sent = await self.producer.send(
-                self.changelog_topic, value, key=session_id.encode(), partition=p
+            await outbox.add(
+                self.changelog_topic,
+                self.store.partition_of(session_id),
+                session_id.encode(),
+                None if state is None else state.to_json(),
             )
-            logged.append((p, sent))
+        logged = await outbox.send()
         offsets, self.uncommitted, self.changed = self.uncommitted, {}, set()
         self.settling = asyncio.create_task(self.settle(self.settling, logged, offsets))
         self.next_checkpoint = time.monotonic() + self.settings.commit_interval_ms / 1000
@@ -284,14 +283,14 @@ class Worker:
     async def settle(
         self,
         before: asyncio.Task[None] | None,
-        logged: list[tuple[int, Awaitable[Any]]],
+        logged: list[Sent],
         offsets: dict[TopicPartition, int],
     ) -> None:
         """Steps 2 and 3 of a checkpoint: its state acknowledged, then its offsets committed."""
         if before is not None:
             await before
-        for p, sent in logged:
-            self.store.position[p] = (await sent).offset + 1
+        for sent in logged:
+            self.store.position[sent.partition] = await sent.next_offset()
         if offsets:
             try:
                 await self.consumer.commit(offsets)
@@ -333,7 +332,7 @@ class Worker:
             async with self.lock:
                 states = BatchStore(self.store)
                 expired = Pipeline(self.policy, states).sweep()
-                await self.finish([(expired, None)], [], states)
+                await self.finish([(expired, None)], Outbox(self.producer), states)
 
     # -- rebalances ---------------------------------------------------------------------
 

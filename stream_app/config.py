@@ -30,7 +30,7 @@ class Settings(BaseSettings):
     session_timeout_seconds: float = Field(10.0, gt=0)
     heartbeat_interval_seconds: float = Field(1.0, gt=0)
     rebalance_timeout_seconds: float = Field(10.0, gt=0)
-    producer_max_batch_size: int = Field(16384, ge=1)
+    producer_max_batch_size: int = Field(512 * 1024, ge=1)
     fetch_max_wait_ms: int = Field(500, ge=1)
     batch_max_records: int = Field(1000, ge=1)
     commit_interval_ms: int = Field(1000, ge=0)
