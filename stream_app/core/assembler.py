@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from stream_app.core.completion import render_completion
 from stream_app.core.dead_letter import dead_letter
-from stream_app.core.expiry import expire
+from stream_app.core.expiry import due, expire
 from stream_app.core.policy import Policy
 from stream_app.core.records import (
     Outputs,
@@ -32,7 +32,7 @@ def apply(
     state: SessionState | None, item: SessionInput, policy: Policy, now: float
 ) -> tuple[SessionState, Outputs]:
     out = Outputs()
-    if state is not None:
+    if state is not None and due(state, policy, now):
         state, expired = expire(state, policy, now)
         if expired.counts:
             out.extend(expired)

@@ -12,6 +12,14 @@ from stream_app.core.session import SessionState
 from stream_app.models.dead_letter import Reason
 
 
+def due(state: SessionState, policy: Policy, now: float) -> bool:
+    """Whether ``expire`` would change anything: a cheap check made on every record."""
+    if now - state.last_seen > policy.session_ttl_seconds:
+        return True
+    oldest = next(iter(state.turns.values()), None)
+    return oldest is not None and oldest.emitted_at < now - policy.late_decision_window_seconds
+
+
 def expire(state: SessionState, policy: Policy, now: float) -> tuple[SessionState | None, Outputs]:
     out = Outputs()
     idle = now - state.last_seen

@@ -39,6 +39,14 @@ class EmittedTurn:
     reach: list[str]  # inference_call_id and tool-call ids: what a decision's call_id can name
     emitted_at: float
     decisions: list[StoredDecision] = field(default_factory=list)
+    # Derived, never stored: the body as JSON. A body never changes once emitted, and a
+    # long session's bodies are most of its state, written again at every checkpoint.
+    _body_json: bytes | None = field(default=None, compare=False, repr=False)
+
+    def body_json(self) -> orjson.Fragment:
+        if self._body_json is None:
+            self._body_json = orjson.dumps(self.body)
+        return orjson.Fragment(self._body_json)
 
     def render(self) -> dict[str, Any]:
         """The complete Turn, fields in schema order."""
@@ -100,7 +108,7 @@ class SessionState:
                 "last_seen": self.last_seen,
                 "pending": [[p.identity, p.sequence, p.message] for p in self.pending],
                 "turns": [
-                    [t.body, t.reach, t.emitted_at, [_dump_decision(d) for d in t.decisions]]
+                    [t.body_json(), t.reach, t.emitted_at, [_dump_decision(d) for d in t.decisions]]
                     for t in self.turns.values()
                 ],
                 "waiting": [_dump_decision(d) for d in self.waiting],
