@@ -112,9 +112,11 @@ class SessionState:
                     for t in self.turns.values()
                 ],
                 "waiting": [_dump_decision(d) for d in self.waiting],
-                "seen_messages": list(self.seen_messages),
-                "seen_decisions": list(self.seen_decisions),
-                "codex_siblings": list(self.codex_siblings),
+                # Sorted: a set's order depends on its history, and equal states should
+                # give equal bytes.
+                "seen_messages": sorted(self.seen_messages),
+                "seen_decisions": sorted(self.seen_decisions),
+                "codex_siblings": sorted(self.codex_siblings),
                 "applied": self.applied,
             }
         )
