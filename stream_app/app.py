@@ -3,7 +3,10 @@
 One consumer group reads the two input topics and the internal ``<id>-sessions`` topic.
 An input record is decoded (or dead-lettered) and re-keyed by session id onto the sessions
 topic, so one worker owns all of a session; a sessions record is applied to its session's
-state, which lives in memory and in the ``<id>-sessions-changelog`` topic.
+state, which lives in memory and in the ``<id>-sessions-changelog`` topic. An input record
+that is already on its session's partition (its producer keyed it by session id with
+Kafka's default partitioner) is applied at once, without the trip through the sessions
+topic, when the input topic has as many partitions as the state.
 
 Three steps, each waiting for the broker before the next starts:
 
@@ -78,6 +81,7 @@ class Worker:
         self.uncommitted: dict[TopicPartition, int] = {}
         self.next_checkpoint = 0.0
         self.settling: asyncio.Task[None] | None = None  # the latest checkpoint's steps 2, 3
+        self.copartitioned: dict[str, bool] = {}  # input topic -> as many partitions as state
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -202,6 +206,13 @@ class Worker:
                     emitted.append((out, r.timestamp / 1000))
             else:
                 kind = self.kinds[tp.topic]
+                # A record already on its session's partition is applied here: the worker
+                # reading input partition p owns sessions partition p (same count, range
+                # assignment), and whether a session's records take this path depends only
+                # on the two partitions, so one input partition's order is never broken.
+                direct = self.copartitioned.get(tp.topic, False)
+                if direct and not self.store.owns(tp.partition):
+                    raise RuntimeError(f"{tp} is assigned without its sessions partition")
                 for r in records:
                     record = SourceRecord(kind, tp.topic, tp.partition, r.offset, r.key, r.value)
                     item, out = decode(record, self.policy, now)
@@ -210,9 +221,13 @@ class Worker:
                         continue
                     metrics.count(out.counts)
                     key = item.session_id.encode()
+                    partition = partition_for(key, self.partitions)
+                    if direct and partition == tp.partition:
+                        emitted.append((pipeline.apply(item), r.timestamp / 1000))
+                        continue
                     await outbox.add(
                         self.sessions_topic,
-                        partition_for(key, self.partitions),
+                        partition,
                         key,
                         dump_input(item),
                         r.timestamp,  # travels on, for the latency histogram
@@ -350,6 +365,10 @@ class Worker:
     async def assigned(self, assigned: set[TopicPartition]) -> None:
         async with self.lock:
             mine = {tp.partition for tp in assigned if tp.topic == self.sessions_topic}
+            self.copartitioned = {
+                topic: len(self.consumer.partitions_for_topic(topic) or ()) == self.partitions
+                for topic in self.kinds
+            }
             logs.event(
                 "partitions_assigned",
                 partitions=sorted(f"{self.sessions_topic}:{p}" for p in mine),
