@@ -50,7 +50,7 @@ from stream_app.core.dead_letter import original_key
 from stream_app.core.intake import decode
 from stream_app.core.records import Outputs, SourceRecord, TopicKind, dump_input, load_input
 from stream_app.models.topics import partition_for
-from stream_app.outbox import Outbox, Sent
+from stream_app.outbox import Outbox
 from stream_app.owners import Owners
 from stream_app.pipeline import Pipeline
 from stream_app.state.batch import BatchStore
@@ -94,6 +94,13 @@ class Worker:
             acks="all",
             max_batch_size=settings.producer_max_batch_size,
         )
+        # A producer of its own (its own connection): a checkpoint's megabytes of state do
+        # not queue in front of the next batch's turns, measured as p99 latency spikes.
+        self.changelog_producer = AIOKafkaProducer(
+            bootstrap_servers=bootstrap,
+            acks="all",
+            max_batch_size=settings.producer_max_batch_size,
+        )
         self.consumer = AIOKafkaConsumer(
             bootstrap_servers=bootstrap,
             group_id=settings.id,
@@ -118,6 +125,7 @@ class Worker:
         self.connect()
         await self.declare_topics()
         await self.producer.start()
+        await self.changelog_producer.start()
         await self.changelog_reader.start()
         await self.consumer.start()
         self.consumer.subscribe([*self.kinds, self.sessions_topic], listener=_Rebalance(self))
@@ -145,7 +153,7 @@ class Worker:
                     elif (self.changed or self.uncommitted) and (
                         time.monotonic() >= self.next_checkpoint
                     ):
-                        await self.checkpoint()
+                        self.checkpoint()
         finally:
             sweeper.cancel()
             async with self.lock:
@@ -153,6 +161,7 @@ class Worker:
             await self.consumer.stop()  # leaves the group: the others take over at once
             await self.changelog_reader.stop()
             await self.producer.stop()
+            await self.changelog_producer.stop()
             await web.cleanup()
             logs.event("shutdown", mode="graceful")
 
@@ -273,27 +282,23 @@ class Worker:
             self.changed.add(session_id)
         self.uncommitted.update(offsets or {})
         if time.monotonic() >= self.next_checkpoint:
-            await self.checkpoint()
+            self.checkpoint()
 
-    async def checkpoint(self) -> None:
-        """Steps 2 and 3 for every batch since the last checkpoint, under way in the background.
+    def checkpoint(self) -> None:
+        """Steps 2 and 3 for every batch since the last checkpoint, in the background.
 
         A session changed by many batches is written once, as it is now: every emission
         that led to it is acknowledged already. The records are serialized here, so what
-        the next batch changes cannot leak into them; checkpoints settle in order.
+        the next batch changes cannot leak into them; sending them (megabytes, at times)
+        and committing happen while the loop goes on, and checkpoints settle in order.
         """
-        outbox = Outbox(self.producer)
+        changes = []
         for session_id in sorted(self.changed):
             state = self.store.get(session_id)
-            await outbox.add(
-                self.changelog_topic,
-                self.store.partition_of(session_id),
-                session_id.encode(),
-                None if state is None else state.to_json(),
-            )
-        logged = await outbox.send()
+            value = None if state is None else state.to_json()
+            changes.append((self.store.partition_of(session_id), session_id.encode(), value))
         offsets, self.uncommitted, self.changed = self.uncommitted, {}, set()
-        self.settling = asyncio.create_task(self.settle(self.settling, logged, offsets))
+        self.settling = asyncio.create_task(self.settle(self.settling, changes, offsets))
         self.next_checkpoint = time.monotonic() + self.settings.commit_interval_ms / 1000
         # What survived to here is mostly session state, freed by reference counting when it
         # goes (it holds no cycles). Left to the cyclic collector it would be walked whole
@@ -303,13 +308,16 @@ class Worker:
     async def settle(
         self,
         before: asyncio.Task[None] | None,
-        logged: list[Sent],
+        changes: list[tuple[int, bytes, bytes | None]],
         offsets: dict[TopicPartition, int],
     ) -> None:
         """Steps 2 and 3 of a checkpoint: its state acknowledged, then its offsets committed."""
         if before is not None:
             await before
-        for sent in logged:
+        outbox = Outbox(self.changelog_producer)
+        for partition, key, value in changes:
+            await outbox.add(self.changelog_topic, partition, key, value)
+        for sent in await outbox.send():
             self.store.position[sent.partition] = await sent.next_offset()
         if offsets:
             try:
@@ -320,7 +328,7 @@ class Worker:
 
     async def settled(self) -> None:
         """Waits until every batch so far is in the changelog and committed."""
-        await self.checkpoint()
+        self.checkpoint()
         if self.settling is not None:
             await self.settling
 
