@@ -292,11 +292,7 @@ class Worker:
         the next batch changes cannot leak into them; sending them (megabytes, at times)
         and committing happen while the loop goes on, and checkpoints settle in order.
         """
-        changes = []
-        for session_id in sorted(self.changed):
-            state = self.store.get(session_id)
-            value = None if state is None else state.to_json()
-            changes.append((self.store.partition_of(session_id), session_id.encode(), value))
+        changes = self.store.changes(self.changed)
         offsets, self.uncommitted, self.changed = self.uncommitted, {}, set()
         self.settling = asyncio.create_task(self.settle(self.settling, changes, offsets))
         self.next_checkpoint = time.monotonic() + self.settings.commit_interval_ms / 1000

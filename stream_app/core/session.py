@@ -7,6 +7,7 @@ recognised for as long as the session lives).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,10 +44,10 @@ class EmittedTurn:
     # long session's bodies are most of its state, written again at every checkpoint.
     _body_json: bytes | None = field(default=None, compare=False, repr=False)
 
-    def body_json(self) -> orjson.Fragment:
+    def body_json(self) -> bytes:
         if self._body_json is None:
             self._body_json = orjson.dumps(self.body)
-        return orjson.Fragment(self._body_json)
+        return self._body_json
 
     def render(self) -> dict[str, Any]:
         """The complete Turn, fields in schema order."""
@@ -101,15 +102,22 @@ class SessionState:
 
     # -- serialization ---------------------------------------------------------------
 
-    def to_json(self) -> bytes:
+    def to_json(self, bodies: bool = True) -> bytes:
+        """The state as JSON; without ``bodies`` a turn is named by its key instead, and
+        ``from_json`` must be given the bodies (a changelog stores each body once)."""
         return orjson.dumps(
             {
                 "session_id": self.session_id,
                 "last_seen": self.last_seen,
                 "pending": [[p.identity, p.sequence, p.message] for p in self.pending],
                 "turns": [
-                    [t.body_json(), t.reach, t.emitted_at, [_dump_decision(d) for d in t.decisions]]
-                    for t in self.turns.values()
+                    [
+                        orjson.Fragment(t.body_json()) if bodies else key,
+                        t.reach,
+                        t.emitted_at,
+                        [_dump_decision(d) for d in t.decisions],
+                    ]
+                    for key, t in self.turns.items()
                 ],
                 "waiting": [_dump_decision(d) for d in self.waiting],
                 # Sorted: a set's order depends on its history, and equal states should
@@ -122,18 +130,23 @@ class SessionState:
         )
 
     @classmethod
-    def from_json(cls, data: bytes) -> SessionState:
+    def from_json(
+        cls, data: bytes, bodies: Callable[[str], dict[str, Any]] | None = None
+    ) -> SessionState:
+        """``bodies`` gives a turn's body by its key, for JSON written without them."""
         doc = orjson.loads(data)
+        turns = {}
+        for body, reach, at, decisions in doc["turns"]:
+            if bodies is not None:
+                body = bodies(body)
+            turns[body["inference_call_id"]] = EmittedTurn(
+                body, reach, at, [_load_decision(d) for d in decisions]
+            )
         return cls(
             session_id=doc["session_id"],
             last_seen=doc["last_seen"],
             pending=[PendingMessage(i, s, m) for i, s, m in doc["pending"]],
-            turns={
-                body["inference_call_id"]: EmittedTurn(
-                    body, reach, at, [_load_decision(d) for d in decisions]
-                )
-                for body, reach, at, decisions in doc["turns"]
-            },
+            turns=turns,
             waiting=[_load_decision(d) for d in doc["waiting"]],
             seen_messages=set(doc["seen_messages"]),
             seen_decisions=set(doc["seen_decisions"]),

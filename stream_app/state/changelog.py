@@ -1,7 +1,12 @@
 """Session state of the partitions this worker owns: in memory, every change in a changelog.
 
-The changelog is a compacted topic with one partition per partition of the sessions topic,
-keyed by session id; a value is a session's state as JSON and a tombstone is its deletion.
+The changelog is a compacted topic with one partition per partition of the sessions topic.
+Key ``<session id>`` holds the session's state without its turns' bodies; key
+``<session id>\x00<inference_call_id>`` holds one turn's body, written once when the turn is
+emitted (bodies are most of a long session's state, and they never change). A tombstone
+is a deletion. Bodies go before the state that names them and their tombstones after it,
+so a state read back always finds its bodies.
+
 A worker that is given a partition reads that partition of the changelog before it applies
 a single record, so state survives restarts and follows partitions from worker to worker.
 State kept from an earlier assignment is caught up from where this worker last wrote,
@@ -11,12 +16,16 @@ instead of being read again from the beginning.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import Any
 
+import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from stream_app.core.session import SessionState
 from stream_app.models.topics import partition_for
 from stream_app.state.base import SessionStore
+
+SEPARATOR = b"\x00"  # between a session id and a turn's key: never in either
 
 
 class ChangelogStore(SessionStore):
@@ -26,6 +35,7 @@ class ChangelogStore(SessionStore):
         self._kept: dict[int, dict[str, SessionState]] = {}  # released, maybe given back
         # Changelog offset up to which each partition's sessions (owned or kept) are known.
         self.position: dict[int, int] = {}
+        self._logged_turns: dict[str, set[str]] = {}  # session -> turns with a body logged
 
     def partition_of(self, session_id: str) -> int:
         return partition_for(session_id.encode(), self.partitions)
@@ -54,41 +64,85 @@ class ChangelogStore(SessionStore):
             if p in self._owned:
                 self._kept[p] = self._owned.pop(p)
 
+    def changes(self, session_ids: Iterable[str]) -> list[tuple[int, bytes, bytes | None]]:
+        """The changelog records (partition, key, value) that bring these sessions up to date."""
+        records: list[tuple[int, bytes, bytes | None]] = []
+        for session_id in sorted(session_ids):
+            p = self.partition_of(session_id)
+            state = self.get(session_id)
+            key = session_id.encode()
+            turns = set() if state is None else set(state.turns)
+            logged = self._logged_turns.pop(session_id, set())
+            if state is not None:
+                for call in turns - logged:
+                    body = state.turns[call].body_json()
+                    records.append((p, key + SEPARATOR + call.encode(), body))
+            records.append((p, key, None if state is None else state.to_json(bodies=False)))
+            records.extend((p, key + SEPARATOR + call.encode(), None) for call in logged - turns)
+            if turns:
+                self._logged_turns[session_id] = turns
+        return records
+
     async def recover(self, consumer: AIOKafkaConsumer, topic: str, partitions: set[int]) -> int:
         """Reads the changelog of ``partitions`` to its end; returns the records read.
 
         The end is the high watermark of a fetch response: tansu's ListOffsets answers short
         of it when the last batch holds several records (``../shared/BROKER-NOTES.md``).
         """
+        self.own(partitions)
         tps = {TopicPartition(topic, p) for p in partitions}
         if not tps:
             return 0
-        for p in partitions:
-            self._owned[p] = self._kept.pop(p, {})
         consumer.assign(list(tps))
         for tp in tps:
             if tp.partition in self.position:
                 consumer.seek(tp, self.position[tp.partition])
             else:
                 await consumer.seek_to_beginning(tp)
-        read = 0
+        read: list[tuple[bytes, bytes | None]] = []
         pending = set(tps)
         while pending:
             batches = await consumer.getmany(*pending, timeout_ms=200)
             for tp, records in batches.items():
-                sessions = self._owned[tp.partition]
-                for record in records:
-                    key = record.key.decode()
-                    if record.value is None:
-                        sessions.pop(key, None)
-                    else:
-                        sessions[key] = SessionState.from_json(record.value)
-                    self.position[tp.partition] = record.offset + 1
-                read += len(records)
+                read.extend((record.key, record.value) for record in records)
+                self.position[tp.partition] = records[-1].offset + 1
             for tp in list(pending):
                 end = consumer.highwater(tp)
                 if end is not None and await consumer.position(tp) >= end:
                     self.position[tp.partition] = end
                     pending.discard(tp)
         consumer.unsubscribe()
-        return read
+        self.load(read)
+        return len(read)
+
+    def own(self, partitions: Iterable[int]) -> None:
+        """Takes partitions on, with the state kept from owning them before, if any."""
+        for p in partitions:
+            self._owned[p] = self._kept.pop(p, {})
+
+    def load(self, records: Iterable[tuple[bytes, bytes | None]]) -> None:
+        """Applies changelog records (key, value) of owned partitions, in log order."""
+        heads: dict[str, bytes | None] = {}  # the latest of each
+        bodies: dict[tuple[str, str], bytes | None] = {}
+        for key, value in records:
+            owner, _, call = key.partition(SEPARATOR)
+            if call:
+                bodies[owner.decode(), call.decode()] = value
+            else:
+                heads[owner.decode()] = value
+        for session_id, head in heads.items():
+            sessions = self._owned[self.partition_of(session_id)]
+            if head is None:
+                sessions.pop(session_id, None)
+                self._logged_turns.pop(session_id, None)
+                continue
+            known = sessions.get(session_id)
+
+            def body(call: str, s: str = session_id, known: Any = known) -> dict[str, Any]:
+                logged = bodies.get((s, call))
+                found: dict[str, Any] = orjson.loads(logged) if logged else known.turns[call].body
+                return found
+
+            state = SessionState.from_json(head, bodies=body)
+            sessions[session_id] = state
+            self._logged_turns[session_id] = set(state.turns)

@@ -1,0 +1,54 @@
+"""The worker's changelog: a turn's body is logged once, and the log restores the state."""
+
+from __future__ import annotations
+
+from stream_app.pipeline import Pipeline
+from stream_app.state.changelog import SEPARATOR, ChangelogStore
+from tests.factories import Run, assistant, decision, message, tool_call
+
+
+def logged(store: ChangelogStore, *sessions: str) -> list[tuple[bytes, bytes | None]]:
+    return [(key, value) for _, key, value in store.changes(sessions)]
+
+
+def run_on(store: ChangelogStore) -> Run:
+    run = Run()
+    run.pipeline = Pipeline(run.policy, store, clock=lambda: run.now)
+    return run
+
+
+def test_a_body_is_logged_once_before_its_session_and_restores_with_it() -> None:
+    store = ChangelogStore(partitions=4)
+    store.own(range(4))
+    run = run_on(store)
+    run.msg(message(text="u", message_id="u1"))
+    run.msg(assistant(message_id="a1", tool_calls=[tool_call("c1")]))
+    first = logged(store, "s1")
+    assert [key for key, _ in first] == [b"s1" + SEPARATOR + b"a1", b"s1"]
+
+    run.dec(decision(call_id="c1"))  # changes the turn's decisions, not its body
+    second = logged(store, "s1")
+    assert [key for key, _ in second] == [b"s1"]
+
+    restored = ChangelogStore(partitions=4)
+    restored.own(range(4))
+    restored.load(first + second)
+    assert restored.get("s1") == store.get("s1")
+    assert restored.get("s1").to_json() == store.get("s1").to_json()  # type: ignore[union-attr]
+    assert logged(restored, "s1") == [(b"s1", second[0][1])]  # the body is known as logged
+
+
+def test_bodies_of_a_deleted_session_are_tombstoned_after_it() -> None:
+    store = ChangelogStore(partitions=4)
+    store.own(range(4))
+    run = run_on(store)
+    run.msg(message(text="u", message_id="u1"))
+    run.msg(assistant(message_id="a1"))
+    written = logged(store, "s1")
+    store.delete("s1")
+    gone = logged(store, "s1")
+    assert gone == [(b"s1", None), (b"s1" + SEPARATOR + b"a1", None)]
+    restored = ChangelogStore(partitions=4)
+    restored.own(range(4))
+    restored.load(written + gone)
+    assert restored.get("s1") is None and len(restored) == 0
