@@ -150,10 +150,12 @@ class Worker:
                 async with self.lock:
                     if batch and not self.stopping:
                         await self.process(batch)
-                    elif (self.changed or self.uncommitted) and (
+                    elif (self.changed or self.uncommitted or self.store.unsettled) and (
                         time.monotonic() >= self.next_checkpoint
                     ):
                         self.checkpoint()
+                if sweeper.done():
+                    sweeper.result()  # a failed sweep stops the worker
         finally:
             sweeper.cancel()
             async with self.lock:

@@ -36,6 +36,7 @@ class ChangelogStore(SessionStore):
         # Changelog offset up to which each partition's sessions (owned or kept) are known.
         self.position: dict[int, int] = {}
         self._logged_turns: dict[str, set[str]] = {}  # session -> turns with a body logged
+        self.unsettled: set[str] = set()  # sessions whose log holds what their state does not
 
     def partition_of(self, session_id: str) -> int:
         return partition_for(session_id.encode(), self.partitions)
@@ -67,7 +68,7 @@ class ChangelogStore(SessionStore):
     def changes(self, session_ids: Iterable[str]) -> list[tuple[int, bytes, bytes | None]]:
         """The changelog records (partition, key, value) that bring these sessions up to date."""
         records: list[tuple[int, bytes, bytes | None]] = []
-        for session_id in sorted(session_ids):
+        for session_id in sorted({*session_ids, *self.unsettled}):
             p = self.partition_of(session_id)
             state = self.get(session_id)
             key = session_id.encode()
@@ -81,6 +82,7 @@ class ChangelogStore(SessionStore):
             records.extend((p, key + SEPARATOR + call.encode(), None) for call in logged - turns)
             if turns:
                 self._logged_turns[session_id] = turns
+        self.unsettled.clear()
         return records
 
     async def recover(self, consumer: AIOKafkaConsumer, topic: str, partitions: set[int]) -> int:
@@ -146,3 +148,10 @@ class ChangelogStore(SessionStore):
             state = SessionState.from_json(head, bodies=body)
             sessions[session_id] = state
             self._logged_turns[session_id] = set(state.turns)
+        # A body no state names: its writer stopped between the body and the state. Counted
+        # as logged, so the session's next changes tombstone it.
+        for (named, turn), value in bodies.items():
+            holder = self.get(named)
+            if value is not None and (holder is None or turn not in holder.turns):
+                self._logged_turns.setdefault(named, set()).add(turn)
+                self.unsettled.add(named)

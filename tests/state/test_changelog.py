@@ -52,3 +52,18 @@ def test_bodies_of_a_deleted_session_are_tombstoned_after_it() -> None:
     restored.own(range(4))
     restored.load(written + gone)
     assert restored.get("s1") is None and len(restored) == 0
+
+
+def test_a_body_left_without_its_state_by_a_crash_is_tombstoned_at_the_next_checkpoint() -> None:
+    store = ChangelogStore(partitions=4)
+    store.own(range(4))
+    run = run_on(store)
+    run.msg(message(text="u", message_id="u1"))
+    run.msg(assistant(message_id="a1"))
+    body_only = [r for r in logged(store, "s1") if r[0] != b"s1"]  # the state never written
+    restored = ChangelogStore(partitions=4)
+    restored.own(range(4))
+    restored.load(body_only)
+    assert restored.get("s1") is None
+    assert logged(restored) == [(b"s1", None), (b"s1" + SEPARATOR + b"a1", None)]
+    assert logged(restored) == []  # settled: nothing more to write
