@@ -28,10 +28,25 @@ class StoredDecision:
     decision: dict[str, Any]
     order: tuple[int, str]  # (occurred_at instant, decision_id): the order within a turn
     origin: Origin  # kept so that a later ambiguity or expiry can still dead-letter it
+    # Derived, never stored: this decision as state JSON. A stored decision never changes,
+    # and it carries its whole source record, written again at every checkpoint.
+    _json: bytes | None = field(default=None, compare=False, repr=False)
 
     @property
     def call_id(self) -> str:
         return str(self.decision["call_id"])
+
+    def json(self) -> orjson.Fragment:
+        if self._json is None:
+            o = self.origin
+            self._json = orjson.dumps(
+                [
+                    self.decision,
+                    self.order[0],
+                    [o.source_topic, o.partition, o.offset, o.key, o.value, o.encoding],
+                ]
+            )
+        return orjson.Fragment(self._json)
 
 
 @dataclass(slots=True)
@@ -115,11 +130,11 @@ class SessionState:
                         orjson.Fragment(t.body_json()) if bodies else key,
                         t.reach,
                         t.emitted_at,
-                        [_dump_decision(d) for d in t.decisions],
+                        [d.json() for d in t.decisions],
                     ]
                     for key, t in self.turns.items()
                 ],
-                "waiting": [_dump_decision(d) for d in self.waiting],
+                "waiting": [d.json() for d in self.waiting],
                 # Sorted: a set's order depends on its history, and equal states should
                 # give equal bytes.
                 "seen_messages": sorted(self.seen_messages),
@@ -153,15 +168,6 @@ class SessionState:
             codex_siblings=set(doc["codex_siblings"]),
             applied=doc["applied"],
         )
-
-
-def _dump_decision(d: StoredDecision) -> list[Any]:
-    o = d.origin
-    return [
-        d.decision,
-        d.order[0],
-        [o.source_topic, o.partition, o.offset, o.key, o.value, o.encoding],
-    ]
 
 
 def _load_decision(doc: list[Any]) -> StoredDecision:
