@@ -478,7 +478,7 @@ if __name__ == "__main__":
     parser.add_argument(
         "--worker-records",
         type=int,
-        default=30_000,
+        default=60_000,
         help="the first N records drive the worker runs (a five-minute budget)",
     )
     parser.add_argument("--latency-seconds", type=float, default=20.0)
