@@ -55,14 +55,6 @@ class EmittedTurn:
     reach: list[str]  # inference_call_id and tool-call ids: what a decision's call_id can name
     emitted_at: float
     decisions: list[StoredDecision] = field(default_factory=list)
-    # Derived, never stored: the body as JSON. A body never changes once emitted, and a
-    # long session's bodies are most of its state, written again at every checkpoint.
-    _body_json: bytes | None = field(default=None, compare=False, repr=False)
-
-    def body_json(self) -> bytes:
-        if self._body_json is None:
-            self._body_json = orjson.dumps(self.body)
-        return self._body_json
 
     def render(self) -> dict[str, Any]:
         """The complete Turn, fields in schema order."""
@@ -127,7 +119,7 @@ class SessionState:
                 "pending": [[p.identity, p.sequence, p.message] for p in self.pending],
                 "turns": [
                     [
-                        orjson.Fragment(t.body_json()) if bodies else key,
+                        t.body if bodies else key,
                         t.reach,
                         t.emitted_at,
                         [d.json() for d in t.decisions],

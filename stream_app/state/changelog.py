@@ -76,7 +76,7 @@ class ChangelogStore(SessionStore):
             logged = self._logged_turns.pop(session_id, set())
             if state is not None:
                 for call in turns - logged:
-                    body = state.turns[call].body_json()
+                    body = orjson.dumps(state.turns[call].body)
                     records.append((p, key + SEPARATOR + call.encode(), body))
             records.append((p, key, None if state is None else state.to_json(bodies=False)))
             records.extend((p, key + SEPARATOR + call.encode(), None) for call in logged - turns)
