@@ -54,9 +54,10 @@ from stream_app.outbox import Outbox
 from stream_app.owners import Owners
 from stream_app.pipeline import Pipeline
 from stream_app.state.batch import BatchStore
-from stream_app.state.changelog import ChangelogStore
+from stream_app.state.changelog import Capture, ChangelogStore
 
 Emitted = list[tuple[Outputs, float | None]]  # with the produce time of the causing record
+CAPTURE_STEP = 100  # sessions serialized at a time by a checkpoint: ~1 ms of the loop
 
 
 class Worker:
@@ -289,14 +290,15 @@ class Worker:
     def checkpoint(self) -> None:
         """Steps 2 and 3 for every batch since the last checkpoint, in the background.
 
-        A session changed by many batches is written once, as it is now: every emission
-        that led to it is acknowledged already. The records are serialized here, so what
-        the next batch changes cannot leak into them; sending them (megabytes, at times)
-        and committing happen while the loop goes on, and checkpoints settle in order.
+        A session changed by many batches is written once, as it is at this instant: every
+        emission that led to it is acknowledged already. The records are serialized a few
+        sessions at a time between batches (a session the next batch touches goes first,
+        so what it changes cannot leak in), then sent and committed while the loop goes
+        on; checkpoints settle in order.
         """
-        changes = self.store.changes(self.changed)
+        capture = self.store.capture(self.changed)
         offsets, self.uncommitted, self.changed = self.uncommitted, {}, set()
-        self.settling = asyncio.create_task(self.settle(self.settling, changes, offsets))
+        self.settling = asyncio.create_task(self.settle(self.settling, capture, offsets))
         self.next_checkpoint = time.monotonic() + self.settings.commit_interval_ms / 1000
         # What survived to here is mostly session state, freed by reference counting when it
         # goes (it holds no cycles). Left to the cyclic collector it would be walked whole
@@ -306,14 +308,16 @@ class Worker:
     async def settle(
         self,
         before: asyncio.Task[None] | None,
-        changes: list[tuple[int, bytes, bytes | None]],
+        capture: Capture,
         offsets: dict[TopicPartition, int],
     ) -> None:
         """Steps 2 and 3 of a checkpoint: its state acknowledged, then its offsets committed."""
+        while capture.drain(CAPTURE_STEP):
+            await asyncio.sleep(0)  # let the loop run a batch between steps
         if before is not None:
             await before
         outbox = Outbox(self.changelog_producer)
-        for partition, key, value in changes:
+        for partition, key, value in capture.records:
             await outbox.add(self.changelog_topic, partition, key, value)
         for sent in await outbox.send():
             self.store.position[sent.partition] = await sent.next_offset()

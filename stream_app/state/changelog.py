@@ -37,18 +37,22 @@ class ChangelogStore(SessionStore):
         self.position: dict[int, int] = {}
         self._logged_turns: dict[str, set[str]] = {}  # session -> turns with a body logged
         self.unsettled: set[str] = set()  # sessions whose log holds what their state does not
+        self._capture: Capture | None = None  # the latest checkpoint's
 
     def partition_of(self, session_id: str) -> int:
         return partition_for(session_id.encode(), self.partitions)
 
     def get(self, session_id: str) -> SessionState | None:
+        self._before_use(session_id)
         sessions = self._owned.get(self.partition_of(session_id))
         return None if sessions is None else sessions.get(session_id)
 
     def put(self, state: SessionState) -> None:
+        self._before_use(state.session_id)
         self._owned[self.partition_of(state.session_id)][state.session_id] = state
 
     def delete(self, session_id: str) -> None:
+        self._before_use(session_id)
         self._owned[self.partition_of(session_id)].pop(session_id, None)
 
     def session_ids(self) -> Iterator[str]:
@@ -65,25 +69,45 @@ class ChangelogStore(SessionStore):
             if p in self._owned:
                 self._kept[p] = self._owned.pop(p)
 
-    def changes(self, session_ids: Iterable[str]) -> list[tuple[int, bytes, bytes | None]]:
-        """The changelog records (partition, key, value) that bring these sessions up to date."""
-        records: list[tuple[int, bytes, bytes | None]] = []
-        for session_id in sorted({*session_ids, *self.unsettled}):
-            p = self.partition_of(session_id)
-            state = self.get(session_id)
-            key = session_id.encode()
-            turns = set() if state is None else set(state.turns)
-            logged = self._logged_turns.pop(session_id, set())
-            if state is not None:
-                for call in turns - logged:
-                    body = orjson.dumps(state.turns[call].body)
-                    records.append((p, key + SEPARATOR + call.encode(), body))
-            records.append((p, key, None if state is None else state.to_json(bodies=False)))
-            records.extend((p, key + SEPARATOR + call.encode(), None) for call in logged - turns)
-            if turns:
-                self._logged_turns[session_id] = turns
+    def capture(self, session_ids: Iterable[str]) -> Capture:
+        """The changelog records that bring these sessions up to date as they are now.
+
+        They are serialized a few at a time (``Capture.drain``), so a checkpoint does not
+        stop the loop; a session about to be read or changed first is serialized at once.
+        """
+        if self._capture is not None:
+            self._capture.drain()  # the log keeps checkpoints in order
+        self._capture = Capture(self, {*session_ids, *self.unsettled})
         self.unsettled.clear()
+        return self._capture
+
+    def changes(self, session_ids: Iterable[str]) -> list[tuple[int, bytes, bytes | None]]:
+        """``capture``, serialized whole at once."""
+        capture = self.capture(session_ids)
+        capture.drain()
+        return capture.records
+
+    def _serialize(self, session_id: str) -> list[tuple[int, bytes, bytes | None]]:
+        p = self.partition_of(session_id)
+        sessions = self._owned.get(p)
+        state = None if sessions is None else sessions.get(session_id)
+        key = session_id.encode()
+        turns = set() if state is None else set(state.turns)
+        logged = self._logged_turns.pop(session_id, set())
+        records: list[tuple[int, bytes, bytes | None]] = []
+        if state is not None:
+            for call in turns - logged:
+                body = orjson.dumps(state.turns[call].body)
+                records.append((p, key + SEPARATOR + call.encode(), body))
+        records.append((p, key, None if state is None else state.to_json(bodies=False)))
+        records.extend((p, key + SEPARATOR + call.encode(), None) for call in logged - turns)
+        if turns:
+            self._logged_turns[session_id] = turns
         return records
+
+    def _before_use(self, session_id: str) -> None:
+        if self._capture is not None:
+            self._capture.take(session_id)
 
     async def recover(self, consumer: AIOKafkaConsumer, topic: str, partitions: set[int]) -> int:
         """Reads the changelog of ``partitions`` to its end; returns the records read.
@@ -155,3 +179,28 @@ class ChangelogStore(SessionStore):
             if value is not None and (holder is None or turn not in holder.turns):
                 self._logged_turns.setdefault(named, set()).add(turn)
                 self.unsettled.add(named)
+
+
+class Capture:
+    """A checkpoint's changelog records, serialized as the sessions were when it was taken."""
+
+    def __init__(self, store: ChangelogStore, session_ids: set[str]) -> None:
+        self.store = store
+        self.pending = sorted(session_ids, reverse=True)  # popped from the end, in order
+        self.waiting = set(session_ids)
+        self.records: list[tuple[int, bytes, bytes | None]] = []
+
+    def take(self, session_id: str) -> None:
+        if session_id in self.waiting:
+            self.waiting.discard(session_id)
+            self.records.extend(self.store._serialize(session_id))
+
+    def drain(self, most: int | None = None) -> bool:
+        """Serializes up to ``most`` sessions (all by default); whether any are left."""
+        n = 0
+        while self.pending and (most is None or n < most):
+            session_id = self.pending.pop()
+            if session_id in self.waiting:
+                self.take(session_id)
+                n += 1
+        return bool(self.pending)

@@ -67,3 +67,18 @@ def test_a_body_left_without_its_state_by_a_crash_is_tombstoned_at_the_next_chec
     assert restored.get("s1") is None
     assert logged(restored) == [(b"s1", None), (b"s1" + SEPARATOR + b"a1", None)]
     assert logged(restored) == []  # settled: nothing more to write
+
+
+def test_a_capture_holds_each_session_as_it_was_when_taken_whatever_comes_after() -> None:
+    store = ChangelogStore(partitions=4)
+    store.own(range(4))
+    run = run_on(store)
+    for sid in ("s1", "s2"):
+        run.msg(message(sid, text="u", message_id=f"{sid}-u1"))
+    then = {sid: store.get(sid).to_json(bodies=False) for sid in ("s1", "s2")}  # type: ignore[union-attr]
+    capture = store.capture(["s1", "s2"])
+    run.msg(message("s2", text="later", message_id="s2-u2"))  # before it drained
+    store.delete("s1")
+    capture.drain()
+    assert dict(((k, v) for _, k, v in capture.records)) == {b"s1": then["s1"], b"s2": then["s2"]}
+    assert [k for _, k, v in store.changes(["s1", "s2"])] == [b"s1", b"s2"]  # now, in order
