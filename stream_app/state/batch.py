@@ -1,9 +1,8 @@
-"""A batch's view of a store: each session is read once and written once per batch.
+"""A batch's view of a store: what the batch changed, staged until its emissions are safe.
 
-Decoding and encoding a session's state costs more than applying one record to it, and a
-changelog write per record would put every intermediate state on the wire; a batch of
-records touching a session a dozen times pays for one of each. Nothing reaches the
-underlying store until ``writes`` is drained, after the batch's emissions are acknowledged.
+The worker writes a batch's puts and deletes to its store only after the broker has
+acknowledged the batch's turns and dead letters, and ``writes`` names each changed session
+once, however many of the batch's records touched it, for the next checkpoint.
 """
 
 from __future__ import annotations
