@@ -1,8 +1,10 @@
-"""A batch's view of a store: what the batch changed, staged until its emissions are safe.
+"""A batch's view of a store: which sessions the batch changed, each named once.
 
-The worker writes a batch's puts and deletes to its store only after the broker has
-acknowledged the batch's turns and dead letters, and ``writes`` names each changed session
-once, however many of the batch's records touched it, for the next checkpoint.
+The worker writes a batch's new and deleted sessions to its store after the broker has
+acknowledged the batch's turns and dead letters, and hands ``writes`` to the next
+checkpoint, however many of the batch's records touched a session. (A session already held
+changes in place as it is applied: a batch that fails stops the worker, whose successor
+starts from the changelog, which the failed batch never reached.)
 """
 
 from __future__ import annotations
