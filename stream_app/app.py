@@ -53,7 +53,6 @@ from stream_app.models.topics import partition_for
 from stream_app.outbox import Outbox
 from stream_app.owners import Owners
 from stream_app.pipeline import Pipeline
-from stream_app.state.batch import BatchStore
 from stream_app.state.changelog import Capture, ChangelogStore
 
 Emitted = list[tuple[Outputs, float | None]]  # with the produce time of the causing record
@@ -77,8 +76,8 @@ class Worker:
         self.ready = False
         self.stopping = False
         self.last_read: dict[TopicPartition, int] = {}  # input partition -> offset, for lag
-        # Applied and emitted, not yet in the changelog and committed: the next checkpoint's.
-        self.changed: set[str] = set()
+        # Applied and emitted, not yet committed: the next checkpoint's (with the store's
+        # changed sessions).
         self.uncommitted: dict[TopicPartition, int] = {}
         self.next_checkpoint = 0.0
         self.settling: asyncio.Task[None] | None = None  # the latest checkpoint's steps 2, 3
@@ -151,7 +150,7 @@ class Worker:
                 async with self.lock:
                     if batch and not self.stopping:
                         await self.process(batch)
-                    elif (self.changed or self.uncommitted or self.store.unsettled) and (
+                    elif (self.store.changed or self.uncommitted) and (
                         time.monotonic() >= self.next_checkpoint
                     ):
                         self.checkpoint()
@@ -203,8 +202,7 @@ class Worker:
 
     async def process(self, batch: dict[TopicPartition, list[ConsumerRecord]]) -> None:
         assignment = self.consumer.assignment()
-        states = BatchStore(self.store)
-        pipeline = Pipeline(self.policy, states)
+        pipeline = Pipeline(self.policy, self.store)
         emitted: Emitted = []
         outbox = Outbox(self.producer)
         offsets: dict[TopicPartition, int] = {}
@@ -247,16 +245,19 @@ class Worker:
                 metrics.RECORDS.labels(topic=tp.topic).inc(len(records))
                 self.last_read[tp] = records[-1].offset
             offsets[tp] = records[-1].offset + 1
-        await self.finish(emitted, outbox, states, offsets)
+        await self.finish(emitted, outbox, offsets)
 
     async def finish(
         self,
         emitted: Emitted,
         outbox: Outbox,
-        states: BatchStore,
         offsets: dict[TopicPartition, int] | None = None,
     ) -> None:
-        """Step 1; the batch's state and offsets then wait for the next checkpoint."""
+        """Step 1; the batch's state and offsets then wait for the next checkpoint.
+
+        Sessions change in the store as records are applied: a batch that fails here stops
+        the worker, whose successor starts from the changelog, which this batch never reached.
+        """
         if self.settling is not None and self.settling.done():
             self.settling.result()  # a failed write or commit stops the worker
         s = self.settings
@@ -277,12 +278,6 @@ class Worker:
                 )
         await asyncio.gather(*letters, *(sent.delivered for sent in await outbox.send()))
         self.observe(emitted)
-        for session_id, state in states.writes():
-            if state is None:
-                self.store.delete(session_id)
-            else:
-                self.store.put(state)
-            self.changed.add(session_id)
         self.uncommitted.update(offsets or {})
         if time.monotonic() >= self.next_checkpoint:
             self.checkpoint()
@@ -296,8 +291,8 @@ class Worker:
         so what it changes cannot leak in), then sent and committed while the loop goes
         on; checkpoints settle in order.
         """
-        capture = self.store.capture(self.changed)
-        offsets, self.uncommitted, self.changed = self.uncommitted, {}, set()
+        capture = self.store.capture()
+        offsets, self.uncommitted = self.uncommitted, {}
         self.settling = asyncio.create_task(self.settle(self.settling, capture, offsets))
         self.next_checkpoint = time.monotonic() + self.settings.commit_interval_ms / 1000
         # What survived to here is mostly session state, freed by reference counting when it
@@ -360,9 +355,8 @@ class Worker:
         while True:
             await asyncio.sleep(self.settings.sweep_interval_seconds)
             async with self.lock:
-                states = BatchStore(self.store)
-                expired = Pipeline(self.policy, states).sweep()
-                await self.finish([(expired, None)], Outbox(self.producer), states)
+                expired = Pipeline(self.policy, self.store).sweep()
+                await self.finish([(expired, None)], Outbox(self.producer))
 
     # -- rebalances ---------------------------------------------------------------------
 

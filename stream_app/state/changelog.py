@@ -36,7 +36,9 @@ class ChangelogStore(SessionStore):
         # Changelog offset up to which each partition's sessions (owned or kept) are known.
         self.position: dict[int, int] = {}
         self._logged_turns: dict[str, set[str]] = {}  # session -> turns with a body logged
-        self.unsettled: set[str] = set()  # sessions whose log holds what their state does not
+        # Sessions put or deleted since the last capture, and those whose log holds a body
+        # their state does not name: what the next checkpoint writes.
+        self.changed: set[str] = set()
         self._capture: Capture | None = None  # the latest checkpoint's
 
     def partition_of(self, session_id: str) -> int:
@@ -50,10 +52,12 @@ class ChangelogStore(SessionStore):
     def put(self, state: SessionState) -> None:
         self._before_use(state.session_id)
         self._owned[self.partition_of(state.session_id)][state.session_id] = state
+        self.changed.add(state.session_id)
 
     def delete(self, session_id: str) -> None:
         self._before_use(session_id)
         self._owned[self.partition_of(session_id)].pop(session_id, None)
+        self.changed.add(session_id)
 
     def session_ids(self) -> Iterator[str]:
         return iter([s for sessions in self._owned.values() for s in sessions])
@@ -69,21 +73,21 @@ class ChangelogStore(SessionStore):
             if p in self._owned:
                 self._kept[p] = self._owned.pop(p)
 
-    def capture(self, session_ids: Iterable[str]) -> Capture:
-        """The changelog records that bring these sessions up to date as they are now.
+    def capture(self) -> Capture:
+        """The changelog records that bring the changed sessions up to date as they are now.
 
         They are serialized a few at a time (``Capture.drain``), so a checkpoint does not
         stop the loop; a session about to be read or changed first is serialized at once.
         """
         if self._capture is not None:
             self._capture.drain()  # the log keeps checkpoints in order
-        self._capture = Capture(self, {*session_ids, *self.unsettled})
-        self.unsettled.clear()
+        self._capture = Capture(self, self.changed)
+        self.changed = set()
         return self._capture
 
-    def changes(self, session_ids: Iterable[str]) -> list[tuple[int, bytes, bytes | None]]:
+    def changes(self) -> list[tuple[int, bytes, bytes | None]]:
         """``capture``, serialized whole at once."""
-        capture = self.capture(session_ids)
+        capture = self.capture()
         capture.drain()
         return capture.records
 
@@ -178,7 +182,7 @@ class ChangelogStore(SessionStore):
             holder = self.get(named)
             if value is not None and (holder is None or turn not in holder.turns):
                 self._logged_turns.setdefault(named, set()).add(turn)
-                self.unsettled.add(named)
+                self.changed.add(named)
 
 
 class Capture:
