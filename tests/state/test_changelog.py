@@ -11,15 +11,29 @@ def logged(store: ChangelogStore) -> list[tuple[bytes, bytes | None]]:
     return [(key, value) for _, key, value in store.changes()]
 
 
+def owning_all() -> ChangelogStore:
+    store = ChangelogStore(partitions=4)
+    store.own(range(4))
+    return store
+
+
 def run_on(store: ChangelogStore) -> Run:
     run = Run()
     run.pipeline = Pipeline(run.policy, store, clock=lambda: run.now)
     return run
 
 
+def with_one_turn() -> ChangelogStore:
+    """Session s1 after a user message and the assistant's answer (turn a1)."""
+    store = owning_all()
+    run = run_on(store)
+    run.msg(message(text="u", message_id="u1"))
+    run.msg(assistant(message_id="a1"))
+    return store
+
+
 def test_a_body_is_logged_once_before_its_session_and_restores_with_it() -> None:
-    store = ChangelogStore(partitions=4)
-    store.own(range(4))
+    store = owning_all()
     run = run_on(store)
     run.msg(message(text="u", message_id="u1"))
     run.msg(assistant(message_id="a1", tool_calls=[tool_call("c1")]))
@@ -30,8 +44,7 @@ def test_a_body_is_logged_once_before_its_session_and_restores_with_it() -> None
     second = logged(store)
     assert [key for key, _ in second] == [b"s1"]
 
-    restored = ChangelogStore(partitions=4)
-    restored.own(range(4))
+    restored = owning_all()
     restored.load(first + second)
     assert restored.get("s1") == store.get("s1")
     assert restored.get("s1").to_json() == store.get("s1").to_json()  # type: ignore[union-attr]
@@ -40,30 +53,20 @@ def test_a_body_is_logged_once_before_its_session_and_restores_with_it() -> None
 
 
 def test_bodies_of_a_deleted_session_are_tombstoned_after_it() -> None:
-    store = ChangelogStore(partitions=4)
-    store.own(range(4))
-    run = run_on(store)
-    run.msg(message(text="u", message_id="u1"))
-    run.msg(assistant(message_id="a1"))
+    store = with_one_turn()
     written = logged(store)
     store.delete("s1")
     gone = logged(store)
     assert gone == [(b"s1", None), (b"s1" + SEPARATOR + b"a1", None)]
-    restored = ChangelogStore(partitions=4)
-    restored.own(range(4))
+    restored = owning_all()
     restored.load(written + gone)
     assert restored.get("s1") is None and len(restored) == 0
 
 
 def test_a_body_left_without_its_state_by_a_crash_is_tombstoned_at_the_next_checkpoint() -> None:
-    store = ChangelogStore(partitions=4)
-    store.own(range(4))
-    run = run_on(store)
-    run.msg(message(text="u", message_id="u1"))
-    run.msg(assistant(message_id="a1"))
+    store = with_one_turn()
     body_only = [r for r in logged(store) if r[0] != b"s1"]  # the state never written
-    restored = ChangelogStore(partitions=4)
-    restored.own(range(4))
+    restored = owning_all()
     restored.load(body_only)
     assert restored.get("s1") is None
     assert logged(restored) == [(b"s1", None), (b"s1" + SEPARATOR + b"a1", None)]
@@ -71,8 +74,7 @@ def test_a_body_left_without_its_state_by_a_crash_is_tombstoned_at_the_next_chec
 
 
 def test_a_capture_holds_each_session_as_it_was_when_taken_whatever_comes_after() -> None:
-    store = ChangelogStore(partitions=4)
-    store.own(range(4))
+    store = owning_all()
     run = run_on(store)
     for sid in ("s1", "s2"):
         run.msg(message(sid, text="u", message_id=f"{sid}-u1"))
