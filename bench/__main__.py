@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import io
 import os
@@ -29,6 +30,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -315,6 +317,18 @@ class Workers:
             p.wait(30)
 
 
+@contextlib.asynccontextmanager
+async def running(broker: EmbeddedBroker, count: int, workdir: Path) -> AsyncIterator[Workers]:
+    """``count`` ready workers on their own topics; stopped on the way out."""
+    workers = Workers(broker, count, workdir)
+    await create_topics(broker.bootstrap, list(workers.topics.values()))
+    try:
+        workers.wait_ready()
+        yield workers
+    finally:
+        workers.stop()
+
+
 async def worker_rate(
     broker: EmbeddedBroker,
     records: list[tuple[str, bytes | None, bytes]],
@@ -322,10 +336,7 @@ async def worker_rate(
     count: int,
     workdir: Path,
 ) -> tuple[float, float]:
-    workers = Workers(broker, count, workdir)
-    await create_topics(broker.bootstrap, list(workers.topics.values()))
-    try:
-        workers.wait_ready()
+    async with running(broker, count, workdir) as workers:
         await asyncio.sleep(1.0)  # let a second worker's join settle before timing
         reading = asyncio.create_task(
             read_turns(broker.bootstrap, workers.topics["turns"], expected, timeout=600)
@@ -333,8 +344,6 @@ async def worker_rate(
         first = await produce(broker.bootstrap, records, workers.topics)
         last = await reading
         return len(records) / (last - first), workers.peak_rss_mib()
-    finally:
-        workers.stop()
 
 
 async def latency(
@@ -344,19 +353,14 @@ async def latency(
     rate: float,
     workdir: Path,
 ) -> dict[str, float]:
-    workers = Workers(broker, 1, workdir)
-    await create_topics(broker.bootstrap, list(workers.topics.values()))
     sent: dict[bytes, float] = {}
     arrived: dict[bytes, float] = {}
-    try:
-        workers.wait_ready()
+    async with running(broker, 1, workdir) as workers:
         reading = asyncio.create_task(
             read_turns(broker.bootstrap, workers.topics["turns"], expected, 600, arrived)
         )
         await produce(broker.bootstrap, records, workers.topics, rate=rate, sent_at=sent)
         await reading
-    finally:
-        workers.stop()
     samples = sorted(arrived[k] - sent[k] for k in sent if k in arrived)
     return {
         "p50_ms": 1000 * statistics.median(samples),
