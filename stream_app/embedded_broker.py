@@ -23,6 +23,17 @@ WORKER_SETTINGS = {
 }
 
 
+def terminate(process: subprocess.Popen[bytes], grace: float) -> None:
+    """SIGTERM, then SIGKILL if the process is still there after ``grace`` seconds."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -75,13 +86,8 @@ class EmbeddedBroker:
         raise TimeoutError(f"tansu did not accept connections on port {self.port} in {timeout} s")
 
     def stop(self) -> None:
-        if self._process is not None and self._process.poll() is None:
-            self._process.terminate()
-            try:
-                self._process.wait(5)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
+        if self._process is not None:
+            terminate(self._process, grace=5)
         self._process = None
 
     def __enter__(self) -> EmbeddedBroker:

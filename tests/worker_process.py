@@ -11,7 +11,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from stream_app.embedded_broker import WORKER_SETTINGS, EmbeddedBroker, free_port
+from stream_app.embedded_broker import WORKER_SETTINGS, EmbeddedBroker, free_port, terminate
 
 
 class WorkerProcess:
@@ -75,10 +75,5 @@ class WorkerProcess:
         self.process.wait(10)
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        if self.process is not None:
+            terminate(self.process, grace=30)
