@@ -25,7 +25,40 @@ REPLAY_INPUT_TOPIC = "replay-input"  # source_topic of a line that is not a reco
 
 def record_value(value: Any) -> bytes:
     """A replay line's ``value`` as record bytes: a string is the raw value, else its JSON."""
-    return value.encode() if isinstance(value, str) else orjson.dumps(value)
+    if isinstance(value, str):
+        return value.encode()
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:  # nested past orjson's 255 levels: the core rejects it
+        return _dumps_deep(value)
+
+
+def _dumps_deep(value: Any) -> bytes:
+    """JSON of a value nested deeper than orjson writes, without recursion."""
+    out: list[bytes] = []
+    stack: list[Any] = [value]  # JSON values, and bytes to write as they are
+    while stack:
+        item = stack.pop()
+        if isinstance(item, bytes):
+            out.append(item)
+        elif isinstance(item, dict):
+            out.append(b"{")
+            stack.append(b"}")
+            entries = list(item.items())
+            for i in range(len(entries) - 1, -1, -1):
+                stack.extend((entries[i][1], orjson.dumps(entries[i][0]) + b":"))
+                if i:
+                    stack.append(b",")
+        elif isinstance(item, list):
+            out.append(b"[")
+            stack.append(b"]")
+            for i in range(len(item) - 1, -1, -1):
+                stack.append(item[i])
+                if i:
+                    stack.append(b",")
+        else:
+            out.append(orjson.dumps(item))
+    return b"".join(out)
 
 
 def _record(line: bytes, offset: int, settings: Settings) -> SourceRecord | str:

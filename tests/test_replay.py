@@ -119,3 +119,203 @@ def test_org_id_option_sets_the_tenant(tmp_path: Path) -> None:
         d["offset"] for d in lines(tmp_path / "d.jsonl") if d["reason"] == "tenant_mismatch"
     ]
     assert mismatched == [0, 11]  # the two records that named the org "default"
+
+
+# -- issue 10: poison records end as dead letters that fit, never as a crash -----------
+
+DLQ_CAP = 512 * 1024  # stream_app.core.dead_letter.DEAD_LETTER_MAX_BYTES
+
+
+def deep(levels: int, kind: str = "dict") -> str:
+    """JSON text of ``levels`` nested objects (or arrays), past what orjson writes (255)."""
+    if kind == "dict":
+        return '{"a":' * levels + '"x"' + "}" * levels
+    return "[" * levels + '"x"' + "]" * levels
+
+
+def poison_message(**fields: object) -> dict:
+    msg = {"role": "ROLE_ASSISTANT", "messageId": "m1", "finishReason": "stop"}
+    msg |= {"content": [{"text": "x"}]} | fields
+    return {"conversationId": "s1", "message": msg}
+
+
+def poison_decision(**fields: object) -> dict:
+    d = {
+        "decision_id": "d1",
+        "session_id": "s1",
+        "user_id": None,
+        "agent_harness": "claude-code",
+        "file_path": "a.py",
+        "accepted": True,
+        "explicit": True,
+        "interaction_mode": "agent",
+        "commit_sha": None,
+        "call_id": "m1",
+        "edit_retention_score": None,
+        "observation_delay_ms": None,
+        "occurred_at": "2026-01-01T10:00:00Z",
+        "raw": {},
+    }
+    return d | fields
+
+
+# (topic, value as raw record text, expected reason, error prefix, truncated)
+POISON: list[tuple[str, str, str, str, bool]] = [
+    (
+        "decisions",
+        orjson.dumps(poison_decision(occurred_at="0001-01-01T00:00:00Z")).decode(),
+        "schema",
+        "occurred_at: ",
+        False,
+    ),
+    (
+        "decisions",
+        orjson.dumps(poison_decision(occurred_at="9999-12-31T23:59:59Z")).decode(),
+        "schema",
+        "occurred_at: ",
+        False,
+    ),
+    (
+        "decisions",
+        orjson.dumps(poison_decision(raw={})).decode().replace('"raw":{}', '"raw":' + deep(300)),
+        "schema",
+        "raw: ",
+        False,
+    ),
+    (
+        "decisions",
+        orjson.dumps(poison_decision(raw={}))
+        .decode()
+        .replace('"raw":{}', '"raw":' + deep(1000, "list")),
+        "schema",
+        "raw: ",
+        False,
+    ),
+    (
+        "messages",
+        orjson.dumps(poison_message(toolCalls=[{"id": "c", "name": "n", "arguments": 0}]))
+        .decode()
+        .replace('"arguments":0', '"arguments":' + deep(300)),
+        "schema",
+        "message.toolCalls.0.arguments: ",
+        False,
+    ),
+    (
+        "messages",
+        orjson.dumps(
+            poison_message(
+                toolCalls=[{"id": "c", "name": "n", "arguments": '{"a":' + deep(500, "list") + "}"}]
+            )
+        ).decode(),
+        "schema",
+        "message.toolCalls.0.arguments: ",
+        False,
+    ),
+    (
+        "messages",
+        orjson.dumps(poison_message(content=[{"toolResult": {"toolCallId": "c", "result": 0}}]))
+        .decode()
+        .replace('"result":0', '"result":' + deep(1000)),
+        "schema",
+        "message.content.0.toolResult.result: ",
+        False,
+    ),
+    (
+        "messages",
+        orjson.dumps(poison_message(sequence="99999999999999999999")).decode(),
+        "schema",
+        "message.sequence: ",
+        False,
+    ),
+    (
+        "messages",
+        orjson.dumps(poison_message(sequence=0))
+        .decode()
+        .replace('"sequence":0', '"sequence":1e20'),
+        "schema",
+        "message.sequence: ",
+        False,
+    ),
+    (
+        "decisions",
+        orjson.dumps(poison_decision(observation_delay_ms=0))
+        .decode()
+        .replace('"observation_delay_ms":0', '"observation_delay_ms":1e20'),
+        "schema",
+        "observation_delay_ms: ",
+        False,
+    ),
+    (
+        "decisions",
+        orjson.dumps(poison_decision(session_id="s" * 1025)).decode(),
+        "schema",
+        "session_id: ",
+        False,
+    ),
+    ("messages", "\x01" * 1_000_000, "invalid_json", "value is not JSON", True),
+    (
+        "messages",
+        orjson.dumps(poison_message(role="ROLE_ROBOT", content=[{"text": '"' * 450_000}])).decode(),
+        "schema",
+        "message.role",
+        True,
+    ),
+    (
+        "messages",
+        orjson.dumps(poison_message(content=[{"text": "y" * 2_000_000}])).decode(),
+        "too_large",
+        "value is ",
+        True,
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def poisoned(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    tmp_path = tmp_path_factory.mktemp("poison")
+    source = tmp_path / "in.jsonl"
+    with source.open("wb") as f:
+        for topic, value, *_ in POISON:
+            f.write(orjson.dumps({"topic": topic, "key": "s1", "value": value}) + b"\n")
+        # a healthy session after them: the poison changed nothing for it
+        f.write(orjson.dumps({"topic": "messages", "key": "s1", "value": poison_message()}) + b"\n")
+    return replay(tmp_path, source), tmp_path
+
+
+@pytest.mark.parametrize("offset", range(len(POISON)))
+def test_a_poison_record_is_a_dead_letter_that_fits_and_replay_goes_on(
+    poisoned: tuple[subprocess.CompletedProcess[str], Path], offset: int
+) -> None:
+    done, tmp_path = poisoned
+    assert done.returncode == 0, done.stderr[-2000:]
+    _, _, reason, error, truncated = POISON[offset]
+    raw_letters = (tmp_path / "d.jsonl").read_bytes().splitlines()
+    assert len(raw_letters) == len(POISON)
+    raw = raw_letters[offset]
+    assert len(raw) <= DLQ_CAP
+    letter = orjson.loads(raw)
+    assert validator("dead-letter.v1.json").is_valid(letter)
+    assert (letter["offset"], letter["reason"]) == (offset, reason), letter["error"]
+    assert letter["error"].startswith(error)
+    assert letter.get("truncated", False) is truncated
+    (turn,) = lines(tmp_path / "t.jsonl")  # only the healthy record made a turn
+    assert turn["value"]["inference_call_id"] == "m1"
+
+
+def test_a_value_given_as_json_nested_past_orjson_s_limit_is_a_dead_letter(
+    tmp_path: Path,
+) -> None:
+    """A non-string value is re-serialized as the record's bytes, however deep it is."""
+    value = orjson.dumps(poison_decision(raw={})).decode().replace('"raw":{}', '"raw":' + deep(900))
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"topic": "decisions", "key": null, "value": ' + value + "}\n")
+    done = replay(tmp_path, source)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (letter,) = lines(tmp_path / "d.jsonl")
+    assert (letter["reason"], letter["error"]) == (
+        "schema",
+        "raw: is nested more than 64 levels deep",
+    )
+    assert orjson.loads(letter["value"]) == orjson.loads(value)

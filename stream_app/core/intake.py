@@ -14,6 +14,14 @@ from pydantic import ValidationError
 
 from stream_app.core.collapse import codex_sibling, natural_key
 from stream_app.core.dead_letter import rejected
+from stream_app.core.limits import (
+    LimitExceeded,
+    check_depth,
+    check_id,
+    check_instant,
+    check_int64,
+    too_deep,
+)
 from stream_app.core.policy import Policy
 from stream_app.core.records import (
     Origin,
@@ -55,9 +63,13 @@ def _parse(record: SourceRecord, policy: Policy) -> Any:
             f"value is {len(record.value)} bytes, over the {policy.max_record_bytes}-byte limit",
         )
     try:
-        return orjson.loads(record.value)
+        doc = orjson.loads(record.value)
     except orjson.JSONDecodeError as exc:
+        if "depth limit" in str(exc):  # orjson's own, at 1024 levels
+            raise too_deep("(record)") from None
         raise _Rejected(Reason.INVALID_JSON, f"value is not JSON: {exc}") from None
+    check_depth(doc, record.value)
+    return doc
 
 
 def _bind_tenant(org_id: str | None, field: str, policy: Policy) -> None:
@@ -72,6 +84,7 @@ def _message(
     doc: Any, record: SourceRecord, counts: Counter[str], policy: Policy
 ) -> SessionMessage:
     event = LLMMessagePublishedEvent.model_validate(doc)
+    _check_event(event)
     _bind_tenant(event.orgId, "orgId", policy)
     message = event.message
     session = event.conversationId
@@ -88,8 +101,31 @@ def _message(
     )
 
 
+def _check_event(event: LLMMessagePublishedEvent) -> None:
+    """The limits of ``stream_app.core.limits`` that the schema does not state."""
+    check_id(event.conversationId, "conversationId")
+    check_id(event.eventId, "eventId")
+    message = event.message
+    check_id(message.messageId, "message.messageId")
+    check_int64(message.sequence, "message.sequence")
+    for i, part in enumerate(message.content or ()):
+        if part.toolResult is not None:
+            check_id(part.toolResult.toolCallId, f"message.content.{i}.toolResult.toolCallId")
+    for i, call in enumerate(message.toolCalls or ()):
+        check_id(call.id, f"message.toolCalls.{i}.id")
+
+
+def _check_decision(payload: DecisionPayload) -> None:
+    for name in ("decision_id", "session_id", "call_id"):
+        check_id(getattr(payload, name), name)
+    check_int64(payload.observation_delay_ms, "observation_delay_ms")
+    check_instant(payload.occurred_at, "occurred_at")
+    check_instant(payload.captured_at, "captured_at")
+
+
 def _decision(doc: Any, origin: Origin, policy: Policy) -> SessionDecision:
     payload = DecisionPayload.model_validate(doc)
+    _check_decision(payload)
     _bind_tenant(payload.org_id, "org_id", policy)
     decision = {name: getattr(payload, name) for name in DECISION_FIELDS}
     decision["org_id"] = policy.org_id
@@ -115,5 +151,7 @@ def decode(record: SourceRecord, policy: Policy, now: float) -> tuple[SessionInp
         return _decision(doc, Origin.of(record), policy), out
     except ValidationError as exc:
         return None, rejected(Origin.of(record), Reason.SCHEMA, _describe(exc), now)
+    except LimitExceeded as exc:
+        return None, rejected(Origin.of(record), Reason.SCHEMA, str(exc), now)
     except _Rejected as exc:
         return None, rejected(Origin.of(record), exc.reason, exc.error, now)

@@ -8,17 +8,21 @@ from typing import Any
 
 import orjson
 
+from stream_app.core.limits import check_depth, too_deep
 from stream_app.models.message import Message, ToolCall
 
 
-def _arguments(call: ToolCall, counts: Counter[str]) -> dict[str, Any]:
+def _arguments(call: ToolCall, field: str, counts: Counter[str]) -> dict[str, Any]:
     args = call.arguments
     if args is None or isinstance(args, dict):
-        return args or {}
+        return args or {}  # an object came with the record, whose depth is checked
     try:
         parsed = orjson.loads(args)
-    except orjson.JSONDecodeError:
+    except orjson.JSONDecodeError as exc:
+        if "depth limit" in str(exc):  # orjson's own, at 1024 levels
+            raise too_deep(field) from None
         parsed = None
+    check_depth(parsed, args, field)
     if isinstance(parsed, dict):
         return parsed
     counts["malformed_tool_arguments"] += 1
@@ -40,13 +44,13 @@ def inference_message(message: Message, counts: Counter[str]) -> dict[str, Any]:
             )
         else:
             counts["parts_skipped"] += 1
-    for call in message.toolCalls or ():
+    for i, call in enumerate(message.toolCalls or ()):
         parts.append(
             {
                 "type": "tool_call",
                 "id": call.id,
                 "name": call.name,
-                "arguments": _arguments(call, counts),
+                "arguments": _arguments(call, f"message.toolCalls.{i}.arguments", counts),
             }
         )
     return {"role": message.role, "parts": parts, "finish_reason": message.finishReason or None}

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from stream_app.models.json_types import DateTimeStr, JsonInt
 
@@ -18,6 +18,7 @@ class Reason(StrEnum):
     UNATTRIBUTABLE_DECISION = "unattributable_decision"
     AMBIGUOUS_DECISION = "ambiguous_decision"
     ORPHANED_DECISION = "orphaned_decision"
+    TURN_TOO_LARGE = "turn_too_large"
 
 
 ReasonName = Literal[
@@ -28,7 +29,21 @@ ReasonName = Literal[
     "unattributable_decision",
     "ambiguous_decision",
     "orphaned_decision",
+    "turn_too_large",
 ]
+
+Sha256Hex = Annotated[str, Field(min_length=64, max_length=64, pattern=r"^[0-9a-f]{64}$")]
+
+# Present only when the key or value was cut (core/dead_letter.py): absent, never null.
+_TRUNCATION_FIELDS = (
+    "truncated",
+    "original_length",
+    "original_sha256",
+    "original_key_length",
+    "original_key_sha256",
+)
+# Each pair is present together and only with ``truncated`` (the schema's dependentRequired).
+_PAIRS = (("original_length", "original_sha256"), ("original_key_length", "original_key_sha256"))
 
 
 class DeadLetter(BaseModel):
@@ -43,3 +58,29 @@ class DeadLetter(BaseModel):
     reason: ReasonName
     error: str = Field(min_length=1)
     dead_lettered_at: DateTimeStr
+    truncated: Literal[True] | None = None
+    original_length: JsonInt | None = Field(default=None, ge=0)
+    original_sha256: Sha256Hex | None = None
+    original_key_length: JsonInt | None = Field(default=None, ge=0)
+    original_key_sha256: Sha256Hex | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _absent_not_null(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for name in _TRUNCATION_FIELDS:
+                if name in data and data[name] is None:
+                    raise ValueError(f"{name} is absent when nothing was truncated, never null")
+            if "truncated" in data and data["truncated"] is not True:
+                raise ValueError("truncated is true when present")  # Literal[True] takes 1
+        return data
+
+    @model_validator(mode="after")
+    def _together(self) -> DeadLetter:
+        for pair in _PAIRS:
+            present = [getattr(self, name) is not None for name in pair]
+            if any(present) and not (all(present) and self.truncated):
+                raise ValueError(f"{' and '.join(pair)} come together, with truncated")
+        if self.truncated and self.original_length is None and self.original_key_length is None:
+            raise ValueError("truncated comes with the figures of what was cut")
+        return self

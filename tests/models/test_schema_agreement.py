@@ -151,6 +151,39 @@ GOOD_DECISION = {
     "raw": {},
 }
 GOOD_MESSAGE = {"role": "ROLE_USER", "content": [{"text": "x"}]}
+GOOD_LETTER = {
+    "source_topic": "t",
+    "partition": 0,
+    "offset": 0,
+    "key": None,
+    "value": "v",
+    "encoding": "utf-8",
+    "reason": "turn_too_large",
+    "error": "e",
+    "dead_lettered_at": "2026-01-01T00:00:00Z",
+}
+SHA = "0123456789abcdef" * 4
+VALUE_CUT = {"truncated": True, "original_length": 9, "original_sha256": SHA}
+KEY_CUT = {"truncated": True, "original_key_length": 9, "original_key_sha256": SHA}
+TRUNCATIONS: list[dict[str, Any]] = [
+    VALUE_CUT,
+    KEY_CUT,
+    VALUE_CUT | KEY_CUT,
+    VALUE_CUT | {"original_length": 9.0},
+    VALUE_CUT | {"truncated": False},
+    VALUE_CUT | {"truncated": 1},
+    VALUE_CUT | {"truncated": None},
+    VALUE_CUT | {"original_length": None},
+    VALUE_CUT | {"original_length": -1},
+    VALUE_CUT | {"original_sha256": SHA.upper()},
+    VALUE_CUT | {"original_sha256": SHA[:-1] + "\n"},
+    VALUE_CUT | {"original_sha256": SHA + "\n"},
+    {"truncated": True},
+    {"original_length": 9, "original_sha256": SHA},
+    {"truncated": True, "original_length": 9},
+    {"truncated": True, "original_key_sha256": SHA},
+    VALUE_CUT | {"original_key_length": 1},
+]
 
 
 @pytest.mark.parametrize(
@@ -274,6 +307,7 @@ GOOD_MESSAGE = {"role": "ROLE_USER", "content": [{"text": "x"}]}
                 "dead_lettered_at": "2026-01-01T00:00:00Z",
             },
         ),
+        *(("dead_letter", GOOD_LETTER | extra) for extra in TRUNCATIONS),
     ],
 )
 def test_models_and_schemas_agree_on_edge_cases(name: str, doc: Any) -> None:
