@@ -22,3 +22,11 @@ def validator(name: str) -> Draft202012Validator:
 def assert_valid_turn(turn: Any) -> None:
     errors = sorted(validator("turn.v1.json").iter_errors(turn), key=str)
     assert not errors, f"Turn violates turn.v1.json: {errors[0].message} at {errors[0].json_path}"
+
+
+def assert_valid_turn_key(key: bytes, turn: Any, session_id: str) -> None:
+    """A turn's record key: the JSON ``[session_id, inference_call_id]`` (turn-key.v1.json)."""
+    pair = json.loads(key)
+    errors = sorted(validator("turn-key.v1.json").iter_errors(pair), key=str)
+    assert not errors, f"key violates turn-key.v1.json: {errors[0].message}"
+    assert pair == [session_id, turn["inference_call_id"]]

@@ -12,7 +12,7 @@ from stream_app.core.policy import Policy
 from stream_app.core.records import Outputs, SourceRecord
 from stream_app.pipeline import Pipeline
 from stream_app.state.memory import MemoryStore
-from tests.contracts import assert_valid_turn
+from tests.contracts import assert_valid_turn, assert_valid_turn_key
 
 ORG = "acme"
 
@@ -111,6 +111,7 @@ class Run:
         out = self.pipeline.process(record)
         for revision in out.turns:
             assert_valid_turn(revision.turn)
+            assert_valid_turn_key(revision.key_bytes, revision.turn, revision.session_id)
         self.outputs.append(out)
         return out
 

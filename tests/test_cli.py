@@ -72,7 +72,7 @@ def test_dev_demo_runs_a_broker_and_a_worker_and_prints_the_turns() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "broker (Kafka protocol): 127.0.0.1:" in done.stdout
     for call in ("msg-a1", "msg-a2", "msg-a3", "msg-a4"):
-        assert f"turn {call}:" in done.stdout
+        assert f'turn ["sess-7f3a","{call}"]:' in done.stdout  # the key: [session, call]
 
 
 @pytest.mark.broker

@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.contracts import assert_valid_turn, validator
+from tests.contracts import assert_valid_turn, assert_valid_turn_key, validator
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "session.jsonl"
@@ -45,11 +45,21 @@ def test_replay_of_the_example_session(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     turns = lines(tmp_path / "t.jsonl")
     for line in turns:
-        assert line["key"] == line["value"]["inference_call_id"]
+        # the worker's record key, as text: the JSON pair [session id, inference_call_id]
+        assert (
+            line["key"] == orjson.dumps(["sess-7f3a", line["value"]["inference_call_id"]]).decode()
+        )
+        assert_valid_turn_key(line["key"].encode(), line["value"], "sess-7f3a")
         assert_valid_turn(line["value"])
-    final = {line["key"]: line["value"] for line in turns}
+    final = {orjson.loads(line["key"])[1]: line["value"] for line in turns}
     assert list(final) == ["msg-a1", "msg-a2", "msg-a3", "msg-a4"]
-    assert [k["key"] for k in turns] == ["msg-a1", "msg-a2", "msg-a3", "msg-a4", "msg-a4"]
+    assert [orjson.loads(k["key"])[1] for k in turns] == [
+        "msg-a1",
+        "msg-a2",
+        "msg-a3",
+        "msg-a4",
+        "msg-a4",
+    ]
     # joined by tool-use id before the turn; the redelivery collapsed into it
     assert [d["decision_id"] for d in final["msg-a2"]["decisions"]] == ["dec-100"]
     # joined by inference call id after the turn, as a second revision
@@ -82,7 +92,7 @@ def test_a_string_value_is_replayed_as_the_raw_record(tmp_path: Path) -> None:
         '{"topic": "decisions", "key": null, "value": "not json at all"}\n'
     )
     assert replay(tmp_path, source).returncode == 0
-    assert [t["key"] for t in lines(tmp_path / "t.jsonl")] == ["a"]
+    assert [t["key"] for t in lines(tmp_path / "t.jsonl")] == ['["s","a"]']
     (letter,) = lines(tmp_path / "d.jsonl")
     assert (letter["reason"], letter["value"], letter["offset"], letter["key"]) == (
         "invalid_json",
@@ -301,7 +311,7 @@ def test_a_poison_record_is_a_dead_letter_that_fits_and_replay_goes_on(
     assert letter["error"].startswith(error)
     assert letter.get("truncated", False) is truncated
     (turn,) = lines(tmp_path / "t.jsonl")  # only the healthy record made a turn
-    assert turn["value"]["inference_call_id"] == "m1"
+    assert turn["key"] == '["s1","m1"]'
 
 
 def test_a_value_given_as_json_nested_past_orjson_s_limit_is_a_dead_letter(
@@ -319,3 +329,17 @@ def test_a_value_given_as_json_nested_past_orjson_s_limit_is_a_dead_letter(
         "raw: is nested more than 64 levels deep",
     )
     assert orjson.loads(letter["value"]) == orjson.loads(value)
+
+
+def test_two_sessions_reusing_a_message_id_are_two_keys_in_replay(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    with source.open("wb") as f:
+        for session in ("sess-A", 'sess-"B":\x00'):
+            value = poison_message() | {"conversationId": session}
+            value["message"] |= {"messageId": "A-final"}
+            f.write(orjson.dumps({"topic": "messages", "key": session, "value": value}) + b"\n")
+    assert replay(tmp_path, source).returncode == 0
+    keys = [line["key"] for line in lines(tmp_path / "t.jsonl")]
+    assert [orjson.loads(k) for k in keys] == [["sess-A", "A-final"], ['sess-"B":\x00', "A-final"]]
+    for key in keys:
+        assert validator("turn-key.v1.json").is_valid(orjson.loads(key))

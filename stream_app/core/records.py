@@ -93,6 +93,17 @@ class SessionDecision:
 SessionInput = SessionMessage | SessionDecision
 
 
+def turn_key(session_id: str, inference_call_id: str) -> bytes:
+    """The turn topic's record key (SPEC §1): the JSON array ``[session_id,
+    inference_call_id]`` as orjson writes it (compact UTF-8, ``schemas/turn-key.v1.json``).
+
+    JSON quotes and escapes each string, so the key tells the pair apart for any two ids
+    (NUL, quotes, colons, any Unicode), and one session's turn never replaces another's
+    on the compacted topic. orjson writes the same bytes for the same pair every time.
+    """
+    return orjson.dumps([session_id, inference_call_id])
+
+
 @dataclass(frozen=True, slots=True)
 class TurnRevision:
     session_id: str
@@ -100,8 +111,19 @@ class TurnRevision:
     first: bool  # the turn's first emission, not a revision for a late decision
 
     @property
+    def key_bytes(self) -> bytes:
+        """The record key on the turn topic: ``turn_key(session_id, inference_call_id)``."""
+        return turn_key(self.session_id, self.turn["inference_call_id"])
+
+    @property
     def key(self) -> str:
-        return str(self.turn["inference_call_id"])
+        """The same key as text (replay's TURNS lines); ``key.encode() == key_bytes``."""
+        return self.key_bytes.decode()
+
+    @property
+    def headers(self) -> list[tuple[str, bytes]]:
+        """The record headers on the turn topic: ``session_id``, UTF-8."""
+        return [("session_id", self.session_id.encode())]
 
 
 @dataclass(slots=True)

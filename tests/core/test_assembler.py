@@ -199,7 +199,7 @@ def test_a_decision_after_its_turn_emits_the_complete_turn_again() -> None:
     first, second = run.revisions
     assert second == first | {"decisions": second["decisions"]}
     assert [d["decision_id"] for d in second["decisions"]] == ["d1"]
-    assert out.counts["turn_revisions"] == 1 and out.turns[0].key == "a1"
+    assert out.counts["turn_revisions"] == 1 and out.turns[0].key == '["s1","a1"]'
 
 
 def test_decisions_join_by_inference_call_id_too() -> None:

@@ -28,7 +28,7 @@ from stream_app.core.limits import MAX_DEPTH, MAX_ID_CHARS
 from stream_app.core.policy import Policy
 from stream_app.core.records import Outputs, SourceRecord, dump_input, load_input
 from stream_app.core.session import SessionState
-from tests.contracts import assert_valid_turn, validator
+from tests.contracts import assert_valid_turn, assert_valid_turn_key, validator
 from tests.factories import ORG, Run, assistant, decision, message, tool_call
 
 
@@ -80,6 +80,7 @@ def check_outputs(run: Run, out: Outputs) -> None:
     for revision in out.turns:
         orjson.dumps(revision.turn)
         assert_valid_turn(revision.turn)
+        assert_valid_turn_key(revision.key_bytes, revision.turn, revision.session_id)
     for letter in out.dead_letters:
         check_letter(letter)
     store = run.pipeline.store

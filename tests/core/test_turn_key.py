@@ -1,0 +1,72 @@
+"""SPEC §1: a turn's record key names its session and its inference call, unambiguously."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from stream_app.core.records import turn_key
+from tests.contracts import assert_valid_turn_key, validator
+from tests.factories import Run, assistant, decision, message, tool_call
+
+
+def test_two_sessions_reusing_a_message_id_give_two_keys() -> None:
+    run = Run()
+    run.msg(message("sess-A", text="from A", message_id="A-u"))
+    run.msg(assistant("sess-A", "answer A", message_id="A-final", tool_calls=[tool_call("t1")]))
+    run.msg(message("sess-B", text="from B", message_id="B-u"))
+    run.msg(assistant("sess-B", "answer B", message_id="A-final", tool_calls=[tool_call("t1")]))
+    run.dec(decision("sess-A", "t1"))  # a late decision re-emits sess-A's turn only
+    keys = [r.key for out in run.outputs for r in out.turns]
+    assert keys == ['["sess-A","A-final"]', '["sess-B","A-final"]', '["sess-A","A-final"]']
+    # what the compacted turn topic keeps: the latest revision of each key
+    compacted = {r.key_bytes: r.turn for out in run.outputs for r in out.turns}
+    assert [t["completion"] for t in compacted.values()] == ["answer A\na.py", "answer B\na.py"]
+    assert [len(t["decisions"]) for t in compacted.values()] == [1, 0]
+
+
+def test_the_key_is_the_json_pair_and_the_session_is_a_header() -> None:
+    run = Run()
+    (revision,) = run.msg(assistant("s\x00:\"'é", message_id='m:"1\\')).turns
+    assert revision.key_bytes == orjson.dumps(["s\x00:\"'é", 'm:"1\\'])
+    assert revision.key.encode() == revision.key_bytes
+    assert orjson.loads(revision.key_bytes) == ["s\x00:\"'é", 'm:"1\\']
+    assert revision.headers == [("session_id", "s\x00:\"'é".encode())]
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        (("a:b", "c"), ("a", "b:c")),
+        (("a\x00b", "c"), ("a", "b\x00c")),
+        (('a","b', "c"), ("a", 'b","c')),
+        (("a", "b:seq:1"), ("a:b", "seq:1")),
+        (("a\\", "b"), ("a", "\\b")),
+    ],
+)
+def test_ids_that_concatenate_alike_still_give_distinct_keys(
+    a: tuple[str, str], b: tuple[str, str]
+) -> None:
+    assert turn_key(*a) != turn_key(*b)
+    assert orjson.loads(turn_key(*a)) == list(a)
+
+
+ids = st.text(min_size=1, max_size=12) | st.sampled_from(["", ":", '"', "\\", "\x00", "a:b", "é"])
+
+
+@given(st.tuples(ids, ids), st.tuples(ids, ids))
+def test_keys_of_distinct_pairs_never_collide(a: tuple[str, str], b: tuple[str, str]) -> None:
+    assert (turn_key(*a) == turn_key(*b)) == (a == b)
+    assert orjson.loads(turn_key(*a)) == list(a)
+    assert validator("turn-key.v1.json").is_valid(list(a)) == all(a)
+
+
+@given(st.text(min_size=1, max_size=20), st.text(min_size=1, max_size=20))
+def test_every_emitted_key_is_valid_and_names_its_session_and_call(
+    session: str, message_id: str
+) -> None:
+    run = Run()
+    (revision,) = run.msg(assistant(session, message_id=message_id)).turns
+    assert_valid_turn_key(revision.key_bytes, revision.turn, session)
