@@ -38,6 +38,7 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from bench import redaction
 from bench.workload import generate
 from stream_app.cli import tune_gc
 from stream_app.config import Settings
@@ -486,7 +487,15 @@ if __name__ == "__main__":
         help="the first N records drive the worker runs (a five-minute budget)",
     )
     parser.add_argument("--latency-seconds", type=float, default=20.0)
+    parser.add_argument(
+        "--redaction",
+        action="store_true",
+        help="only time Basic redaction per decision against its decode (no broker)",
+    )
     arguments = parser.parse_args()
+    if arguments.redaction:
+        print(redaction.report(redaction.measure()))
+        sys.exit(0)
     arguments.worker_records = min(arguments.worker_records, arguments.records)
     result = asyncio.run(main(arguments))
     print()
