@@ -52,15 +52,11 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _worker(args: argparse.Namespace) -> int:
-    import asyncio
-    import logging
+    load_settings()  # a bad setting is a one-line error before Faust starts
+    from stream_app.app import app
 
-    from stream_app.app import Worker
-
-    settings = load_settings()
-    logging.basicConfig(level=args.loglevel.upper(), format="%(levelname)s %(name)s %(message)s")
     tune_gc()
-    asyncio.run(Worker(settings).run())
+    app.Worker(loglevel=args.loglevel, quiet=True).execute_from_commandline()
     return 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 
 from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -35,6 +36,9 @@ class Settings(BaseSettings):
     batch_max_records: int = Field(1000, ge=1)
     commit_interval_ms: int = Field(1000, ge=0)
     sweep_interval_seconds: float = Field(60.0, gt=0)
+    store: str = Field("rocksdb://", pattern=r"^(rocksdb|memory)://")
+    data_dir: Path = Path("./data")
+    standby_replicas: int = Field(1, ge=0)
 
     def policy(self) -> Policy:
         return Policy(

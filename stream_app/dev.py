@@ -86,6 +86,8 @@ def run(settings: Settings, port: int | None, demo: Path | None, demo_turns: int
             **WORKER_SETTINGS,
             "STREAM_APP_BROKER_URL": broker.url,
             "STREAM_APP_WEB_HOST": "127.0.0.1",
+            # The broker keeps nothing, so neither may the worker's table store.
+            "STREAM_APP_DATA_DIR": str(workdir / "data"),
         }
         with open(workdir / "worker.log", "ab") as log:
             worker = subprocess.Popen(

@@ -15,6 +15,7 @@ import pytest
 
 from bench.workload import generate
 from stream_app.config import Settings
+from stream_app.core.records import turn_key
 from stream_app.embedded_broker import EmbeddedBroker
 from stream_app.models.topics import partition_for
 from stream_app.replay import replay
@@ -170,7 +171,7 @@ def test_the_example_through_a_worker_equals_replay(
         for partition, key, value in p.turns.records:
             turn = orjson.loads(value)
             assert_valid_turn(turn)
-            assert key == turn["inference_call_id"].encode()
+            assert key == turn_key("sess-7f3a", turn["inference_call_id"])
             assert partition == partition_for(b"sess-7f3a", PARTITIONS)  # the session's
     finally:
         p.close()
@@ -277,7 +278,12 @@ def test_a_killed_worker_processes_again_within_seconds_of_its_restart(
         sent = time.monotonic()
         pipeline.publish([call])
         pipeline.turns.wait_until(
-            lambda: f"probe-call-{probes}" in final_turns(pipeline.turns), 120, "the probe's turn"
+            lambda: (
+                turn_key(f"probe-{probes}", f"probe-call-{probes}").decode()
+                in final_turns(pipeline.turns)
+            ),
+            120,
+            "the probe's turn",
         )
         return time.monotonic() - sent
 

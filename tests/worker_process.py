@@ -30,6 +30,8 @@ class WorkerProcess:
             "STREAM_APP_BROKER_URL": broker.url,
             "STREAM_APP_WEB_PORT": str(self.port),
             "STREAM_APP_WEB_HOST": "127.0.0.1",
+            # Its own RocksDB directory: a restarted worker of the same name reopens it.
+            "STREAM_APP_DATA_DIR": str(workdir / f"{name}-data"),
             **settings,
         }
         self.process: subprocess.Popen[bytes] | None = None

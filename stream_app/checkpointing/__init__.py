@@ -1,0 +1,1 @@
+"""Which input offsets a worker may commit: only those whose every effect is durable."""

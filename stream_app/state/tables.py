@@ -1,0 +1,98 @@
+"""Faust tables whose every key lives in the partition its bytes hash to.
+
+The agent writes a batch's sessions after the batch, when the current event is one of
+another partition. A table made with ``use_partitioner=True`` sends each changelog record
+to its key's partition (the producer's murmur2, as ``partition_for``), but Faust's stores
+still file the key under the current event's partition: RocksDB would keep a session in
+another partition's database, given up with that partition while its state lives on.
+These stores file a key where its changelog record goes, whatever event is current.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from faust.stores import memory, rocksdb
+from faust.tables.table import Table
+from faust.types import StoreT
+from yarl import URL
+
+from stream_app.models.topics import partition_for
+
+
+class _KeyPartitioned:
+    table: Any
+
+    def _partition(self, key: bytes) -> int:
+        return partition_for(key, self.table.partitions or self.table.app.conf.topic_partitions)
+
+
+class RocksDBStore(_KeyPartitioned, rocksdb.Store):
+    def _set(self, key: bytes, value: bytes | None) -> None:
+        partition = self._partition(key)
+        self._key_index[key] = partition
+        self._db_for_partition(partition).put(key, value)
+
+    def _get(self, key: bytes) -> bytes | None:
+        value: bytes | None = self._db_for_partition(self._partition(key)).get(key)
+        return value
+
+    def _contains(self, key: bytes) -> bool:
+        return self._get(key) is not None
+
+    def _del(self, key: bytes) -> None:
+        self._key_index.pop(key, None)
+        self._db_for_partition(self._partition(key)).delete(key)
+
+
+class MemoryStore(_KeyPartitioned, memory.Store):  # type: ignore[type-arg]
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(key, value)
+        self._key_partition[key] = self._partition(key)
+
+    def __delitem__(self, key: Any) -> None:
+        super().__delitem__(key)
+        self._key_partition.pop(key, None)
+
+
+class KeyPartitionedTable(Table[bytes, bytes]):
+    """``app.Table`` of this app (the ``Table`` setting): bytes keyed, filed by key."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("use_partitioner", True)
+        kwargs.setdefault("key_type", bytes)
+        kwargs.setdefault("value_type", bytes)
+        super().__init__(*args, **kwargs)
+        self._failed_writes: list[BaseException] = []
+
+    def _on_changelog_sent(self, fut: Any) -> None:
+        # Faust only logs a changelog record the broker refused; the offsets of the events
+        # that made it would then be committed without their state.
+        if (error := fut.exception()) is not None:
+            self._failed_writes.append(error)
+            return
+        super()._on_changelog_sent(fut)
+
+    def raise_failed_writes(self) -> None:
+        """Raises the first changelog write the broker refused since the last call."""
+        if self._failed_writes:
+            error, self._failed_writes = self._failed_writes[0], []
+            raise RuntimeError(f"table {self.name}: a changelog write failed") from error
+
+    def _new_store_by_url(self, url: str | URL) -> StoreT[bytes, bytes]:
+        scheme = URL(str(url)).scheme
+        store = {"rocksdb": RocksDBStore, "memory": MemoryStore}.get(scheme)
+        if store is None:
+            raise ValueError(f"store {url!r}: only rocksdb:// and memory:// are supported")
+        return store(
+            url,
+            self.app,
+            self,
+            table_name=self.name,
+            key_type=self.key_type,
+            key_serializer=self.key_serializer,
+            value_serializer=self.value_serializer,
+            value_type=self.value_type,
+            loop=self.loop,
+            options=self.options,
+        )
