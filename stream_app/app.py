@@ -47,6 +47,7 @@ from stream_app.state.tables import KeyPartitionedTable
 
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4"  # aiohttp adds the charset itself
 SWEEP = b'{"sweep":true}'  # the leader's timer record on a sessions partition: expire it
+STATE_MAX_BYTES = 16 * 1024 * 1024
 BATCH_WAIT = 0.005  # seconds a batch waits to fill: latency traded for fewer, larger sends
 
 Emitted = list[tuple[Outputs, float | None]]  # with the record timestamp that caused it
@@ -81,6 +82,10 @@ def create_app(settings: Settings) -> faust.App:
         # Faust sends a record at a time: without a linger every send is a request.
         producer_linger=0.005,
         producer_acks=-1,
+        producer_compression_type=None if settings.compression == "none" else settings.compression,
+        # A session's state is one changelog record: it may be megabytes before the
+        # compression that the broker's limit applies to (turns are capped in the core).
+        producer_max_request_size=STATE_MAX_BYTES,
         stream_buffer_maxsize=65536,
         consumer_auto_offset_reset="earliest",
         key_serializer="raw",
@@ -150,9 +155,9 @@ def create_app(settings: Settings) -> faust.App:
                 acks.append(
                     await turns.send(
                         key=revision.key_bytes,
-                        value=orjson.dumps(revision.turn),
+                        value=revision.value,
                         partition=_partition(revision.session_id),
-                        headers=[("session_id", revision.session_id.encode())],
+                        headers=revision.headers,
                     )
                 )
             for letter in out.dead_letters:

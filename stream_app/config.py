@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -39,6 +40,7 @@ class Settings(BaseSettings):
     store: str = Field("rocksdb://", pattern=r"^(rocksdb|memory)://")
     data_dir: Path = Path("./data")
     standby_replicas: int = Field(1, ge=0)
+    compression: Literal["none", "gzip", "lz4", "zstd", "snappy"] = "lz4"
 
     def policy(self) -> Policy:
         return Policy(

@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 
 from stream_app.core.assembler import apply
+from stream_app.core.dead_letter import keep_turns_that_fit
 from stream_app.core.expiry import expire
 from stream_app.core.intake import decode
 from stream_app.core.policy import Policy
@@ -27,8 +28,11 @@ class Pipeline:
 
     def apply(self, item: SessionInput) -> Outputs:
         """The stateful half: runs on the worker that owns the item's session."""
-        state, out = apply(self.store.get(item.session_id), item, self.policy, self.clock())
+        now = self.clock()
+        state, out = apply(self.store.get(item.session_id), item, self.policy, now)
         self.store.put(state)
+        if out.turns:
+            keep_turns_that_fit(out, item.source, self.policy.max_turn_bytes, now)
         return out
 
     def process(self, record: SourceRecord) -> Outputs:

@@ -108,7 +108,8 @@ def replay(
     totals: Counter[str] = Counter()
     for out in records(lines, settings, pipeline):
         for revision in out.turns:
-            turns.write(orjson.dumps({"key": revision.key, "value": revision.turn}) + b"\n")
+            line = {"key": revision.key, "value": orjson.Fragment(revision.value)}
+            turns.write(orjson.dumps(line) + b"\n")
         for letter in out.dead_letters:
             dlq.write(orjson.dumps(letter) + b"\n")
         totals.update(out.counts)

@@ -123,7 +123,7 @@ def turn_too_large(
     its Turn JSON (truncated past the cap, as every dead letter), and its error names the
     session and the ``inference_call_id``.
     """
-    body = orjson.dumps(revision.turn)
+    body = revision.value
     topic, partition, offset = source
     origin = Origin(topic, partition, offset, revision.key, body.decode(), "utf-8")
     error = (
@@ -132,6 +132,20 @@ def turn_too_large(
         f"refused ({problem})"
     )
     return dead_letter(origin, Reason.TURN_TOO_LARGE, error, now)
+
+
+def keep_turns_that_fit(out: Outputs, source: Source, max_turn_bytes: int, now: float) -> None:
+    """Turns a revision whose Turn JSON is over ``max_turn_bytes`` into its dead letter."""
+    fit = []
+    for revision in out.turns:
+        if len(revision.value) <= max_turn_bytes:
+            fit.append(revision)
+            continue
+        problem = f"over the {max_turn_bytes}-byte limit of a turn"
+        out.dead_letters.append(turn_too_large(revision, source, problem, now))
+        out.counts["turns_emitted" if revision.first else "turn_revisions"] -= 1
+        out.counts[f"dead_letter:{Reason.TURN_TOO_LARGE.value}"] += 1
+    out.turns = fit
 
 
 def original_key(letter: dict[str, Any]) -> bytes | None:

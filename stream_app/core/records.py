@@ -109,6 +109,14 @@ class TurnRevision:
     session_id: str
     turn: dict[str, Any]
     first: bool  # the turn's first emission, not a revision for a late decision
+    # The Turn as the turn topic's record value; serialized once, when first asked for.
+    _value: list[bytes] = field(default_factory=list, compare=False, repr=False)
+
+    @property
+    def value(self) -> bytes:
+        if not self._value:
+            self._value.append(orjson.dumps(self.turn))
+        return self._value[0]
 
     @property
     def key_bytes(self) -> bytes:

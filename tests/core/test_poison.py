@@ -394,7 +394,8 @@ def test_an_overlong_error_is_clipped() -> None:
 
 @pytest.mark.parametrize("size", [10, 2 * 1024 * 1024])
 def test_turn_too_large_carries_the_key_and_the_turn(size: int) -> None:
-    run = Run(policy=Policy(org_id=ORG, max_record_bytes=4 * 1024 * 1024))
+    big = 4 * 1024 * 1024
+    run = Run(policy=Policy(org_id=ORG, max_record_bytes=big, max_turn_bytes=big))
     feed(run, "messages", orjson.dumps(message(text="z" * size, message_id="u1")))
     (revision,) = feed(run, "messages", orjson.dumps(assistant(message_id="m1"))).turns
     letter = turn_too_large(revision, ("llm.messages", 3, 41), "MessageSizeTooLargeError", run.now)
@@ -413,6 +414,17 @@ def test_turn_too_large_carries_the_key_and_the_turn(size: int) -> None:
         assert orjson.loads(letter["value"]) == revision.turn and "truncated" not in letter
     else:
         assert_cut(letter, body)
+
+
+def test_a_turn_over_the_limit_is_a_turn_too_large_dead_letter_not_an_emission() -> None:
+    run = Run(policy=Policy(org_id=ORG, max_record_bytes=4 * 1024 * 1024))
+    feed(run, "messages", orjson.dumps(message(text="z" * (1024 * 1024 + 1), message_id="u1")))
+    out = feed(run, "messages", orjson.dumps(assistant(message_id="m1")))
+    assert out.turns == []
+    (letter,) = out.dead_letters
+    check_letter(letter)
+    assert letter["reason"] == "turn_too_large" and "'m1'" in letter["error"]
+    assert out.counts["dead_letter:turn_too_large"] == 1 and out.counts["turns_emitted"] == 0
 
 
 # -- anything at all -------------------------------------------------------------------
