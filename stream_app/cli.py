@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from stream_app import logs
 from stream_app.config import SettingsError, load_settings
 
 
@@ -52,12 +54,39 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _worker(args: argparse.Namespace) -> int:
-    load_settings()  # a bad setting is a one-line error before Faust starts
-    from stream_app.app import app
+    """Runs a worker until it stops: 0 and a ``shutdown`` line, or 1 and a ``crash`` line.
 
-    tune_gc()
-    app.Worker(loglevel=args.loglevel, quiet=True).execute_from_commandline()
-    return 0
+    Faust ends every run with ``SystemExit``: 0 after a stop (SIGTERM, SIGINT), 1 when
+    start-up failed or a service crashed ("We experienced a crash!"), with the error as the
+    exit's context. Its own log shows the traceback; the last line says which it was.
+    """
+    load_settings()  # a bad setting is a one-line error before Faust starts
+    try:
+        from stream_app.app import app
+
+        tune_gc()
+        worker = app.Worker(loglevel=args.loglevel, quiet=True)
+    except Exception as exc:
+        return _crashed(exc)
+    try:
+        worker.execute_from_commandline()
+    except SystemExit as stop:
+        if stop.code in (0, None):
+            logs.event("shutdown", mode="graceful")
+            return 0
+        return _crashed(stop.__context__ or worker.crash_reason, stop.code)
+    return 0  # not reached: Faust always exits
+
+
+def _crashed(error: BaseException | None, status: object = 1) -> int:
+    """One ``crash`` line for a worker that died of an error; its exit status (1 by default)."""
+    logs.event(
+        "crash",
+        logging.ERROR,
+        error=str(error) if error is not None else f"the worker exited with status {status}",
+        type=type(error).__name__ if error is not None else "SystemExit",
+    )
+    return status if isinstance(status, int) and status != 0 else 1
 
 
 def _dev(args: argparse.Namespace) -> int:
