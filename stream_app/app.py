@@ -42,7 +42,7 @@ from stream_app.core.records import Outputs, SourceRecord, TopicKind, dump_input
 from stream_app.models.topics import partition_for
 from stream_app.pipeline import Pipeline
 from stream_app.state.recovery import FetchEndTableManager, bootstrap_servers, partition_counts
-from stream_app.state.sessions import TableSessions
+from stream_app.state.sessions import TableSessions, session_of
 from stream_app.state.tables import KeyPartitionedTable
 
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4"  # aiohttp adds the charset itself
@@ -108,7 +108,11 @@ def create_app(settings: Settings) -> faust.App:
     turns = topic(settings.topic_turns, compacting=True)
     dead_letters = topic(settings.topic_dlq)
     table = cast(KeyPartitionedTable, app.Table("sessions", partitions=partitions))
-    store = TableSessions(table)
+    decisions = cast(
+        KeyPartitionedTable,
+        app.Table("decisions", partitions=partitions, session_of=session_of),
+    )
+    store = TableSessions(table, decisions)
     pipeline = Pipeline(policy, store)
 
     owned: set[int] = set()  # sessions partitions of this worker (this generation)
@@ -204,6 +208,7 @@ def create_app(settings: Settings) -> faust.App:
             store.write()
             await app.producer.flush()  # the batch's changelog records, before its acks
             table.raise_failed_writes()
+            decisions.raise_failed_writes()
             for event in batch:
                 consumer.applied(event.message)  # take_events acknowledges it next
             observe(emitted)

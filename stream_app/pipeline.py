@@ -29,7 +29,9 @@ class Pipeline:
     def apply(self, item: SessionInput) -> Outputs:
         """The stateful half: runs on the worker that owns the item's session."""
         now = self.clock()
-        state, out = apply(self.store.get(item.session_id), item, self.policy, now)
+        state, out = apply(
+            self.store.get(item.session_id), item, self.policy, now, self.store.collapse
+        )
         self.store.put(state)
         if out.turns:
             keep_turns_that_fit(out, item.source, self.policy.max_turn_bytes, now)
@@ -61,6 +63,7 @@ class Pipeline:
             out.extend(expired)
             if kept is None:
                 self.store.delete(session_id)
+                self.store.collapse.forget(session_id)
             elif expired.counts["turns_closed"]:
                 self.store.put(kept)
         return out

@@ -81,17 +81,22 @@ class Consumer(faust_aiokafka.Consumer):
                     self._committed_offset[tp] = start
 
     async def _add_gap(self, tp: TP, offset_from: int, offset_to: int) -> None:
-        # Faust passes the offset of the event just fetched as the gap's end.
-        await super()._add_gap(tp, offset_from, offset_to - 1)
+        """Offsets ``offset_from`` up to, not including, ``offset_to`` (the fetched event)."""
+        committed = self._committed_offset[tp]
+        start = offset_from if committed is None else max(offset_from, committed)
+        if start < offset_to:
+            gaps = self._gap[tp]
+            gaps.addi(start, offset_to)
+            gaps.merge_overlaps()
 
     def _new_offset(self, tp: TP) -> int | None:
         committed = self._committed_offset[tp]
         acked = self._acked[tp]
-        if committed is None or not acked:
+        gaps = self._gap[tp]
+        if committed is None or not (acked or gaps):
             return None  # never guess where a partition's processing started
         acked.sort()
         done = self._acked_index[tp]
-        gaps = self._gap[tp]
         position = committed
         while True:
             if position in done:

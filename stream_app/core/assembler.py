@@ -12,6 +12,7 @@ last committed offset after a crash changes nothing it had already done.
 
 from __future__ import annotations
 
+from stream_app.core.collapse import Collapse
 from stream_app.core.completion import render_completion
 from stream_app.core.dead_letter import dead_letter
 from stream_app.core.expiry import due, expire
@@ -29,11 +30,17 @@ from stream_app.models.timestamps import format_utc, instant_ns
 
 
 def apply(
-    state: SessionState | None, item: SessionInput, policy: Policy, now: float
+    state: SessionState | None,
+    item: SessionInput,
+    policy: Policy,
+    now: float,
+    collapse: Collapse,
 ) -> tuple[SessionState, Outputs]:
     out = Outputs()
     if state is not None and due(state, policy, now):
         state, expired = expire(state, policy, now)
+        if state is None:
+            collapse.forget(item.session_id)
         if expired.counts:
             out.extend(expired)
     if state is None:
@@ -49,7 +56,7 @@ def apply(
     if isinstance(item, SessionMessage):
         _add_message(state, item, now, out)
     else:
-        _add_decision(state, item, now, out)
+        _add_decision(state, item, collapse, now, out)
     return state, out
 
 
@@ -121,18 +128,22 @@ def _complete_turn(
         _revise(state, other, out)
 
 
-def _add_decision(state: SessionState, item: SessionDecision, now: float, out: Outputs) -> None:
+def _add_decision(
+    state: SessionState, item: SessionDecision, collapse: Collapse, now: float, out: Outputs
+) -> None:
     sibling = item.codex_sibling
     pathless = item.decision["file_path"] == ""
-    if item.natural_key in state.seen_decisions or (
-        sibling is not None and pathless and sibling in state.codex_siblings
+    session_id = state.session_id
+    if collapse.first(session_id, item.natural_key) is not None or (
+        sibling is not None and pathless and collapse.first(session_id, sibling) is not None
     ):
         out.outcome = "duplicate"
         out.counts["duplicate:decision"] += 1
         return
-    state.seen_decisions.add(item.natural_key)
+    decision_id = item.decision["decision_id"]
+    collapse.remember(session_id, item.natural_key, decision_id)
     if sibling is not None and not pathless:
-        state.codex_siblings.add(sibling)
+        collapse.remember(session_id, sibling, decision_id)
 
     decision = dict(item.decision)
     if decision["captured_at"] is None:

@@ -1,14 +1,18 @@
-"""Natural keys that collapse redelivered decisions (SPEC §3).
+"""Natural keys that collapse redelivered decisions (SPEC §3), and the table that holds them.
 
 A producer may resend a decision with a regenerated ``decision_id`` and a new
 ``captured_at``; what identifies the developer's act is the tuple below. Keys are hashed so
-a session's collapse table stays small however long the values are.
+a session's collapse entries stay small however long the values are.
+
+The collapse table maps (session id, natural key) to the first copy's ``decision_id``. It is
+its own table, not part of a session's state, so a session's state does not grow with every
+decision it ever collapsed; its entries go when their session expires.
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -70,3 +74,15 @@ def codex_sibling(d: dict[str, Any]) -> str | None:
             d["call_id"],
         ],
     )
+
+
+class Collapse(Protocol):
+    """Where the first copy of each decision is remembered, per session."""
+
+    def first(self, session_id: str, key: str) -> str | None:
+        """The ``decision_id`` of the first copy with this natural key, if one came."""
+
+    def remember(self, session_id: str, key: str, decision_id: str) -> None: ...
+
+    def forget(self, session_id: str) -> None:
+        """Drops every entry of an expired session."""

@@ -1,8 +1,9 @@
 """One session's state: a plain value that round-trips through JSON.
 
 It holds what arrived since the last turn, the turns still open to late decisions, the
-decisions waiting for their turn, and the identities already seen (so redeliveries are
-recognised for as long as the session lives).
+decisions waiting for their turn, and the identities of messages already seen (so
+redeliveries are recognised for as long as the session lives; decisions are recognised by
+the collapse table, ``core/collapse.py``).
 """
 
 from __future__ import annotations
@@ -77,8 +78,6 @@ class SessionState:
     turns: dict[str, EmittedTurn] = field(default_factory=dict)  # by inference_call_id
     waiting: list[StoredDecision] = field(default_factory=list)
     seen_messages: set[str] = field(default_factory=set)
-    seen_decisions: set[str] = field(default_factory=set)
-    codex_siblings: set[str] = field(default_factory=set)
     # Highest offset applied per source "topic:partition". After a crash a worker reads
     # again from its last commit; records at or below these offsets were already applied.
     applied: dict[str, int] = field(default_factory=dict)
@@ -130,8 +129,6 @@ class SessionState:
                 # Sorted: a set's order depends on its history, and equal states should
                 # give equal bytes.
                 "seen_messages": sorted(self.seen_messages),
-                "seen_decisions": sorted(self.seen_decisions),
-                "codex_siblings": sorted(self.codex_siblings),
                 "applied": self.applied,
             }
         )
@@ -156,8 +153,6 @@ class SessionState:
             turns=turns,
             waiting=[_load_decision(d) for d in doc["waiting"]],
             seen_messages=set(doc["seen_messages"]),
-            seen_decisions=set(doc["seen_decisions"]),
-            codex_siblings=set(doc["codex_siblings"]),
             applied=doc["applied"],
         )
 

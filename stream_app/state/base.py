@@ -5,10 +5,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 
+from stream_app.core.collapse import Collapse
 from stream_app.core.session import SessionState
 
 
 class SessionStore(ABC):
+    collapse: Collapse  # the decisions of these sessions collapsed so far
+
     @abstractmethod
     def get(self, session_id: str) -> SessionState | None: ...
 

@@ -8,9 +8,24 @@ from stream_app.core.session import SessionState
 from stream_app.state.base import SessionStore
 
 
+class MemoryCollapse:
+    def __init__(self) -> None:
+        self._first: dict[str, dict[str, str]] = {}  # session -> natural key -> decision id
+
+    def first(self, session_id: str, key: str) -> str | None:
+        return self._first.get(session_id, {}).get(key)
+
+    def remember(self, session_id: str, key: str, decision_id: str) -> None:
+        self._first.setdefault(session_id, {}).setdefault(key, decision_id)
+
+    def forget(self, session_id: str) -> None:
+        self._first.pop(session_id, None)
+
+
 class MemoryStore(SessionStore):
     def __init__(self) -> None:
         self._sessions: dict[str, SessionState] = {}
+        self.collapse = MemoryCollapse()
 
     def get(self, session_id: str) -> SessionState | None:
         return self._sessions.get(session_id)

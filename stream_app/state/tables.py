@@ -1,16 +1,18 @@
-"""Faust tables whose every key lives in the partition its bytes hash to.
+"""Faust tables whose every key lives in the partition of the session it belongs to.
 
 The agent writes a batch's sessions after the batch, when the current event is one of
-another partition. A table made with ``use_partitioner=True`` sends each changelog record
-to its key's partition (the producer's murmur2, as ``partition_for``), but Faust's stores
-still file the key under the current event's partition: RocksDB would keep a session in
-another partition's database, given up with that partition while its state lives on.
-These stores file a key where its changelog record goes, whatever event is current.
+another partition. Faust sends a changelog record to the current event's partition, or to
+its key's hash with ``use_partitioner=True``, and its stores file the key under the current
+event's partition either way: RocksDB would keep a session in another partition's database,
+given up with that partition while its state lives on. Here a table names the session of a
+key (``session_of``); its changelog record and its store entry go to that session's
+partition (murmur2, as ``partition_for``), whatever event is current.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 from faust.stores import memory, rocksdb
 from faust.tables.table import Table
@@ -21,10 +23,10 @@ from stream_app.models.topics import partition_for
 
 
 class _KeyPartitioned:
-    table: Any
+    table: Any  # a KeyPartitionedTable
 
     def _partition(self, key: bytes) -> int:
-        return partition_for(key, self.table.partitions or self.table.app.conf.topic_partitions)
+        return int(self.table.partition_for_key(key))
 
 
 class RocksDBStore(_KeyPartitioned, rocksdb.Store):
@@ -44,6 +46,16 @@ class RocksDBStore(_KeyPartitioned, rocksdb.Store):
         self._key_index.pop(key, None)
         self._db_for_partition(self._partition(key)).delete(key)
 
+    def keys_from(self, partition: int, prefix: bytes) -> list[bytes]:
+        """The keys of a partition that start with ``prefix``, in key order."""
+        it = self._db_for_partition(partition).iter()
+        it.seek(prefix)
+        keys = []
+        while it.valid() and (key := it.key()).startswith(prefix):
+            keys.append(key)
+            it.next()
+        return keys
+
 
 class MemoryStore(_KeyPartitioned, memory.Store):  # type: ignore[type-arg]
     def __setitem__(self, key: Any, value: Any) -> None:
@@ -54,11 +66,17 @@ class MemoryStore(_KeyPartitioned, memory.Store):  # type: ignore[type-arg]
         super().__delitem__(key)
         self._key_partition.pop(key, None)
 
+    def keys_from(self, partition: int, prefix: bytes) -> list[bytes]:
+        return sorted(k for k in self.data if k.startswith(prefix))
+
 
 class KeyPartitionedTable(Table[bytes, bytes]):
     """``app.Table`` of this app (the ``Table`` setting): bytes keyed, filed by key."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, session_of: Callable[[bytes], bytes] = bytes, **kwargs: Any
+    ) -> None:
+        self.session_of = session_of
         kwargs.setdefault("use_partitioner", True)
         kwargs.setdefault("key_type", bytes)
         kwargs.setdefault("value_type", bytes)
@@ -72,6 +90,13 @@ class KeyPartitionedTable(Table[bytes, bytes]):
             self._failed_writes.append(error)
             return
         super()._on_changelog_sent(fut)
+
+    def partition_for_key(self, key: Any) -> int:
+        count = self.partitions or self.app.conf.topic_partitions
+        return partition_for(self.session_of(key), count)
+
+    def keys_from(self, partition: int, prefix: bytes) -> list[bytes]:
+        return cast(RocksDBStore | MemoryStore, self.data).keys_from(partition, prefix)
 
     def raise_failed_writes(self) -> None:
         """Raises the first changelog write the broker refused since the last call."""

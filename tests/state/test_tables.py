@@ -1,0 +1,86 @@
+"""Table keys live in their session's partition, whatever event is current (``state/``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import faust
+import pytest
+
+from stream_app.app import App
+from stream_app.models.topics import partition_for
+from stream_app.state.sessions import TableCollapse, collapse_key, session_of
+from stream_app.state.tables import KeyPartitionedTable
+
+PARTITIONS = 4
+# Session ids whose JSON encodings start like one another's, and one with a NUL.
+SESSIONS = ["ab", 'ab",', "ab\x00x", "a", "b\u00e9"]
+
+
+@pytest.fixture(params=["rocksdb://", "memory://"])
+def decisions(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[KeyPartitionedTable]:
+    app: faust.App = App(
+        "test-tables",
+        broker="kafka://127.0.0.1:9",
+        store=request.param,
+        datadir=str(tmp_path),
+        topic_partitions=PARTITIONS,
+        Table=KeyPartitionedTable,
+    )
+    yield app.Table("decisions", partitions=PARTITIONS, session_of=session_of)  # type: ignore[misc]
+
+
+def test_a_key_is_filed_in_its_sessions_partition_outside_any_event(
+    decisions: KeyPartitionedTable,
+) -> None:
+    # Faust's RocksDB store files a key under the current event's partition, and has
+    # none to go by when a batch is written after its events.
+    for session in SESSIONS:
+        key = collapse_key(session, "nk")
+        decisions.data[key] = b"d1"
+        partition = partition_for(session.encode(), PARTITIONS)
+        assert decisions.partition_for_key(key) == partition
+        assert decisions.keys_from(partition, key) == [key]
+        assert decisions.data[key] == b"d1"
+
+
+class Stand:
+    """The writes TableCollapse makes, applied to the table's store (no producer here)."""
+
+    def __init__(self, table: KeyPartitionedTable) -> None:
+        self.table = table
+
+    def get(self, key: bytes) -> bytes | None:
+        return self.table.data.get(key)
+
+    def __setitem__(self, key: bytes, value: bytes) -> None:
+        self.table.data[key] = value
+
+    def pop(self, key: bytes, default: None = None) -> None:
+        self.table.data.pop(key, default)
+
+    def partition_for_key(self, key: bytes) -> int:
+        return self.table.partition_for_key(key)
+
+    def keys_from(self, partition: int, prefix: bytes) -> list[bytes]:
+        return self.table.keys_from(partition, prefix)
+
+
+def test_forgetting_a_session_drops_its_entries_and_no_one_elses(
+    decisions: KeyPartitionedTable,
+) -> None:
+    collapse = TableCollapse(Stand(decisions))
+    for session in SESSIONS:
+        collapse.remember(session, "nk1", f"{session}-d1")
+        collapse.remember(session, "nk2", f"{session}-d2")
+    collapse.write()
+    collapse.forget("ab")
+    assert collapse.first("ab", "nk1") is None  # at once, before the batch is written
+    collapse.remember("ab", "nk1", "ab-new")  # the session starts again in the same batch
+    collapse.write()
+    assert collapse.first("ab", "nk1") == "ab-new"
+    assert collapse.first("ab", "nk2") is None
+    for session in SESSIONS[1:]:
+        assert collapse.first(session, "nk1") == f"{session}-d1"
+        assert collapse.first(session, "nk2") == f"{session}-d2"
