@@ -1,13 +1,36 @@
-"""``stream-app tail``: the turn topic as it grows, for people (or as JSON lines)."""
+"""``stream-app tail``: the turn topic as it grows, for people (or as JSON lines).
+
+Failures are one line each, never a traceback. Connecting is tried ``CONNECT_ATTEMPTS``
+(5) times, waiting 0.5, 1, 2 and 4 s in between (one line per failed attempt, about 8 s in
+all), then tail gives up. A topic the cluster does not have is an error at once. While
+tailing, a broker that stops answering for ``LOST_AFTER`` (10) seconds ends tail. Each of
+these raises :class:`TailError`, which ``stream-app tail`` prints as one line with exit 2.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
+import time
+from collections.abc import Callable
 from typing import IO, Any
 
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
+
+CONNECT_ATTEMPTS = 5
+FIRST_BACKOFF = 0.5  # seconds before the second attempt, doubled before each next one
+ATTEMPT_TIMEOUT = 10.0  # seconds one connection attempt may take
+PROBE_AFTER = 2.0  # seconds without records before asking the broker whether it is there
+PROBE_TIMEOUT = 2.0
+LOST_AFTER = 10.0  # seconds of unanswered probes after which the broker is taken for gone
+CLOSE_TIMEOUT = 5.0
+
+
+class TailError(Exception):
+    """Why tail cannot go on, in one line."""
 
 
 def describe(key: str, turn: dict[str, Any]) -> str:
@@ -35,37 +58,121 @@ async def tail(
     from_beginning: bool = True,
     limit: int | None = None,
     out: IO[str] = sys.stdout,
+    err: IO[str] = sys.stderr,
 ) -> int:
-    """Prints turn revisions until ``limit`` are printed (or forever); returns the count."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    await consumer.start()
-    printed = 0
+    """Prints turn revisions until ``limit`` are printed (or forever); returns the count.
+
+    Raises :class:`TailError` when the broker cannot be reached, the topic does not exist
+    or the broker goes away (see the module's docstring for the bounds).
+    """
+    _quiet_client_log()
+    consumer = await _connect(bootstrap, err)
     try:
-        while topic not in await consumer.topics():  # fetches metadata; may not exist yet
-            await asyncio.sleep(0.5)
-        partitions = consumer.partitions_for_topic(topic) or set()
-        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+        tps = _partitions(consumer, topic, bootstrap)
         consumer.assign(tps)
         if from_beginning:
             await consumer.seek_to_beginning(*tps)
         else:
             await consumer.seek_to_end(*tps)
-        while limit is None or printed < limit:
-            batch = await consumer.getmany(timeout_ms=500)
-            for records in batch.values():
-                for record in records:
-                    if record.value is None:
-                        continue
-                    key = (record.key or b"").decode()
-                    if as_json:
-                        out.write(
-                            orjson.dumps({"key": key, "value": orjson.loads(record.value)}).decode()
-                            + "\n"
-                        )
-                    else:
-                        out.write(describe(key, orjson.loads(record.value)) + "\n")
-                    out.flush()
-                    printed += 1
+        return await _follow(consumer, bootstrap, limit, lambda r: _print(r, as_json, out))
+    except KafkaError as exc:
+        raise TailError(f"{bootstrap}: {exc}") from None
     finally:
-        await consumer.stop()
+        await _close(consumer)
+
+
+def _quiet_client_log() -> None:
+    """aiokafka logs every failed connection with its traceback; tail says it in one line."""
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+
+
+async def _connect(bootstrap: str, err: IO[str]) -> AIOKafkaConsumer:
+    delay = FIRST_BACKOFF
+    for attempt in range(1, CONNECT_ATTEMPTS + 1):
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+        try:
+            await asyncio.wait_for(consumer.start(), ATTEMPT_TIMEOUT)
+            return consumer
+        except (KafkaError, OSError, TimeoutError):
+            await _close(consumer)
+        if attempt == CONNECT_ATTEMPTS:
+            break
+        print(
+            f"stream-app tail: no Kafka broker answers at {bootstrap} "
+            f"(attempt {attempt} of {CONNECT_ATTEMPTS}); retrying in {delay:g} s",
+            file=err,
+            flush=True,
+        )
+        await asyncio.sleep(delay)
+        delay *= 2
+    raise TailError(
+        f"no Kafka broker answers at {bootstrap}; gave up after {CONNECT_ATTEMPTS} attempts"
+    )
+
+
+async def _close(consumer: AIOKafkaConsumer) -> None:
+    # Going away anyway: nothing a closing consumer says is worth a line.
+    try:
+        await asyncio.wait_for(consumer.stop(), CLOSE_TIMEOUT)
+    except (KafkaError, OSError, TimeoutError):
+        pass
+    except asyncio.CancelledError:
+        # aiokafka's fetcher awaits the fetch tasks it has just cancelled (a broker that
+        # went away leaves one retrying): only a cancellation of tail itself goes on.
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
+
+
+def _partitions(consumer: AIOKafkaConsumer, topic: str, bootstrap: str) -> list[TopicPartition]:
+    """The topic's partitions, from the metadata the consumer read when it connected."""
+    partitions = consumer.partitions_for_topic(topic)
+    if not partitions:
+        raise TailError(f"topic {topic!r} does not exist on {bootstrap}")
+    return [TopicPartition(topic, p) for p in sorted(partitions)]
+
+
+async def _follow(
+    consumer: AIOKafkaConsumer, bootstrap: str, limit: int | None, show: Callable[[Any], None]
+) -> int:
+    """Shows records until ``limit``; asks the broker whether it is there when none come."""
+    printed = 0
+    heard = time.monotonic()  # when the broker last showed it was there
+    asked = heard
+    while limit is None or printed < limit:
+        batch = await consumer.getmany(timeout_ms=500)
+        now = time.monotonic()
+        if batch:
+            heard = asked = now
+        elif now - asked >= PROBE_AFTER:
+            asked = now
+            if await _answers(consumer):
+                heard = now
+            elif now - heard >= LOST_AFTER:
+                raise TailError(
+                    f"lost the Kafka broker at {bootstrap}: no answer for {LOST_AFTER:g} s"
+                )
+        for records in batch.values():
+            for record in records:
+                if record.value is None or (limit is not None and printed >= limit):
+                    continue
+                show(record)
+                printed += 1
     return printed
+
+
+async def _answers(consumer: AIOKafkaConsumer) -> bool:
+    try:
+        await asyncio.wait_for(consumer.topics(), PROBE_TIMEOUT)  # a metadata request
+    except (KafkaError, OSError, TimeoutError):
+        return False
+    return True
+
+
+def _print(record: Any, as_json: bool, out: IO[str]) -> None:
+    key = (record.key or b"").decode()
+    if as_json:
+        out.write(orjson.dumps({"key": key, "value": orjson.loads(record.value)}).decode() + "\n")
+    else:
+        out.write(describe(key, orjson.loads(record.value)) + "\n")
+    out.flush()
