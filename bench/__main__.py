@@ -8,15 +8,22 @@ On the embedded broker, over the same generated workload:
 - (c) the core alone: in-process replay, records/s;
 - (d) latency p50/p99 from producing a completing message to reading its turn, with the
   input paced at half of (b)'s rate;
-- (e) peak RSS of the worker, and state bytes and RSS growth per 10,000 idle sessions.
+- (e) peak RSS of the worker, and state bytes and RSS growth per 10,000 idle sessions;
+- (f) a tuned Faust passthrough agent (``bench/peers.py``: parse, send per event) and
+- (g) a naive Faust table agent (``table[key] = value`` + send per event), each in its own
+  process, timed as (b) on the same records: from the first record produced until every
+  expected output has been read back.
 
-Ratios are against (a) from the same run: the machines are shared and noisy.
+Ratios are against (a) from the same run: the machines are shared and noisy. Issue 9's
+bars are printed too: worker x1 / raw (floor 0.12, target 0.25) and worker x1 / naive
+table agent (floor 2x).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import contextlib
 import gc
 import io
@@ -38,12 +45,12 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from bench import redaction
+from bench import peers, redaction
 from bench.workload import generate
 from stream_app.cli import tune_gc
 from stream_app.config import Settings
 from stream_app.core.policy import Policy
-from stream_app.core.records import SourceRecord
+from stream_app.core.records import SourceRecord, turn_key
 from stream_app.embedded_broker import WORKER_SETTINGS, EmbeddedBroker, free_port
 from stream_app.pipeline import Pipeline
 from stream_app.replay import record_value, replay
@@ -157,9 +164,11 @@ async def produce(
                     await asyncio.sleep(delay)
             await producer.send(topics[kind], value, key=key)
             if sent_at is not None and b'"finishReason"' in value:
-                call = orjson.loads(value)["message"].get("messageId")
+                doc = orjson.loads(value)
+                call = doc["message"].get("messageId")
                 if call:
-                    sent_at[call.encode()] = time.monotonic()
+                    # The turn's key on the turn topic (issue 10 item 4).
+                    sent_at[turn_key(doc["conversationId"], call)] = time.monotonic()
         await producer.flush()
     finally:
         await producer.stop()
@@ -277,6 +286,10 @@ class Workers:
                 "STREAM_APP_PARTITIONS": str(PARTITIONS),
                 "STREAM_APP_WEB_PORT": str(port),
                 "STREAM_APP_WEB_HOST": "127.0.0.1",
+                # Each its own state directory: the default, ./data, would be shared by the
+                # runs (a later one reads an earlier one's offsets) and locked by a second
+                # worker.
+                "STREAM_APP_DATA_DIR": str(workdir / f"worker-{run}-{i}-data"),
             }
             log = open(workdir / f"worker-{run}-{i}.log", "ab")  # noqa: SIM115
             self.processes.append(
@@ -370,6 +383,46 @@ async def latency(
     }
 
 
+# -- (f), (g) Faust peers ------------------------------------------------------------------
+
+
+async def peer_rate(
+    broker: EmbeddedBroker,
+    records: list[tuple[str, bytes | None, bytes]],
+    kind: str,
+    workdir: Path,
+) -> tuple[float, float]:
+    """Records/s of a ``bench/peers.py`` app, timed as the worker is, and its peak RSS."""
+    run = uuid.uuid4().hex[:6]
+    topics = {"messages": f"m-{run}", "decisions": f"d-{run}", "output": f"o-{run}"}
+    await create_topics(broker.bootstrap, list(topics.values()))
+    expected = collections.Counter(
+        (key, peers.expected_output(kind, value)) for _, key, value in records
+    )
+    peer = peers.Peer(kind, broker.bootstrap, topics, PARTITIONS, workdir)
+    try:
+        peer.wait_ready()
+        await asyncio.sleep(1.0)  # as for the worker
+        reading = asyncio.create_task(
+            peers.read_outputs(
+                broker.bootstrap,
+                topics["output"],
+                PARTITIONS,
+                expected,
+                timeout=600,
+                fetch_wait_ms=FETCH_WAIT_MS,
+                alive=peer.alive,
+            )
+        )
+        first = await produce(broker.bootstrap, records, topics)
+        last, read = await reading
+        if read != len(records):
+            print(f"    ({kind}: {read:,} outputs read for {len(records):,} records)")
+        return len(records) / (last - first), peer.peak_rss_mib()
+    finally:
+        peer.stop()
+
+
 def expected_for(lines: list[dict[str, Any]]) -> dict[str, int]:
     return core_rate(lines)[1]
 
@@ -407,6 +460,22 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     with EmbeddedBroker(log=workdir / "broker-x2.log") as broker:
         two, rss_two = await worker_rate(broker, subset, subset_expected, 2, workdir)
     print(f"(b) worker x2: {two:,.0f} records/s ({two / raw:.1%} of raw)", flush=True)
+    faust_peers: dict[str, dict[str, float]] = {}
+    for letter, kind in zip("fg", peers.KINDS, strict=True):
+        with EmbeddedBroker(log=workdir / f"broker-{kind}.log") as broker:
+            rate, rss = await peer_rate(broker, subset, kind, workdir)
+        faust_peers[kind] = {"records_per_s": rate, "ratio_to_raw": rate / raw, "peak_rss_mib": rss}
+        print(
+            f"({letter}) {peers.KINDS[kind].lower()}: {rate:,.0f} records/s "
+            f"({rate / raw:.1%} of raw)",
+            flush=True,
+        )
+    naive = faust_peers["table"]["records_per_s"]
+    print(
+        f"issue 9: worker x1 / raw {one / raw:.3f} (floor 0.12, target 0.25); "
+        f"worker x1 / naive table agent {one / naive:.1f}x (floor 2x)",
+        flush=True,
+    )
     paced = min(len(records), int(one / 2 * args.latency_seconds))
     gc.collect()
     gc.freeze()  # this process's own pauses would be timed as the worker's latency
@@ -435,6 +504,10 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         "worker_x2_records_per_s": two,
         "ratio_x1_to_raw": one / raw,
         "ratio_x2_to_raw": two / raw,
+        "faust_passthrough_tuned": faust_peers["passthrough"],
+        "faust_table_naive": faust_peers["table"],
+        "ratio_x1_to_faust_table_naive": one / naive,
+        "ratio_x1_to_faust_passthrough_tuned": one / faust_peers["passthrough"]["records_per_s"],
         "core_records_per_s": core,
         "latency_half_load": lat,
         "worker_peak_rss_mib": max(rss_one, rss_two),
@@ -455,6 +528,22 @@ def table(r: dict[str, Any]) -> str:
             "worker x2 (b)",
             f"{r['worker_x2_records_per_s']:,.0f} rec/s",
             f"{r['ratio_x2_to_raw']:.3f}",
+        ),
+        (
+            "Faust passthrough agent, tuned (f)",
+            f"{r['faust_passthrough_tuned']['records_per_s']:,.0f} rec/s",
+            f"{r['faust_passthrough_tuned']['ratio_to_raw']:.3f}",
+        ),
+        (
+            "Faust table agent, naive (g)",
+            f"{r['faust_table_naive']['records_per_s']:,.0f} rec/s",
+            f"{r['faust_table_naive']['ratio_to_raw']:.3f}",
+        ),
+        ("worker x1 / raw (floor 0.12, target 0.25)", f"{r['ratio_x1_to_raw']:.3f}", ""),
+        (
+            "worker x1 / naive table agent (floor 2x)",
+            f"{r['ratio_x1_to_faust_table_naive']:.2f}x",
+            "",
         ),
         ("core alone (c)", f"{r['core_records_per_s']:,.0f} rec/s", ""),
         (
@@ -477,16 +566,33 @@ def table(r: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=100_000)
-    parser.add_argument("--sessions", type=int, default=1_000)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--records",
+        type=int,
+        default=100_000,
+        help="records generated; (a) and (c) run on all of them (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--sessions", type=int, default=1_000, help="sessions they belong to (default: %(default)s)"
+    )
     parser.add_argument(
         "--worker-records",
         type=int,
         default=60_000,
-        help="the first N records drive the worker runs (a five-minute budget)",
+        help="the first N records drive (b), (f) and (g) (default: %(default)s, to stay within "
+        "a few minutes)",
     )
-    parser.add_argument("--latency-seconds", type=float, default=20.0)
+    parser.add_argument(
+        "--latency-seconds",
+        type=float,
+        default=20.0,
+        help="how long (d) paces the input at half of (b)'s rate (default: %(default)s)",
+    )
     parser.add_argument(
         "--redaction",
         action="store_true",

@@ -1,0 +1,300 @@
+"""Two plain Faust apps the worker is compared with in ``python -m bench`` (issue 9).
+
+- ``passthrough``, tuned: one agent over the input topics; ``orjson.loads`` each value and
+  send it on (re-encoded, as the raw loop does) to one output topic, a ``send`` per event.
+  Tunings: the root logger back to WARNING after start-up (Faust's spinner handler leaves
+  it at DEBUG), ``producer_linger=0.005``, ``stream_buffer_maxsize=65536``,
+  ``cython_optimizations=True``, raw key and value serializers.
+- ``table``, naive: the same input, ``table[key] = value`` in a Faust Table (memory store,
+  Faust's json codec) and a ``send`` per event; Faust's defaults otherwise.
+
+Both get what tansu needs to be measured at all, as the worker does (``WORKER_SETTINGS``):
+fast group membership, and a 20 ms fetch wait instead of Faust's hard-coded 1,500 ms,
+which tansu would hold every fetch for. A malformed value goes out as it came, as in the
+raw loop, so every input record has exactly one output record, which the benchmark reads
+back and checks against :func:`expected_output`.
+
+``python -m bench.peers KIND --broker kafka://HOST:PORT ...`` runs one of them (the
+benchmark starts it as a subprocess, as it starts the worker); ``/ready`` answers 200 once
+its partitions are assigned and its streams resumed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import logging
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from stream_app.embedded_broker import WORKER_SETTINGS, free_port
+
+KINDS = {
+    "passthrough": "Faust passthrough agent, tuned",
+    "table": "Faust table agent, naive",
+}
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def passthrough_value(value: bytes) -> bytes:
+    """What the raw loop and the passthrough agent send for an input value."""
+    try:
+        return orjson.dumps(orjson.loads(value))
+    except orjson.JSONDecodeError:
+        return value  # the bad ones go out as they came, like dead letters
+
+
+def naive_value(value: bytes) -> Any:
+    """What the naive table agent stores and sends (Faust's json codec encodes it)."""
+    try:
+        return orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return value
+
+
+def expected_output(kind: str, value: bytes) -> bytes:
+    """The output record's value the ``kind`` peer produces for an input value."""
+    if kind == "passthrough":
+        return passthrough_value(value)
+    from faust.serializers import codecs
+
+    doc = naive_value(value)
+    # Faust's serializer passes bytes through as they are (a malformed value, here).
+    return doc if isinstance(doc, bytes) else codecs.dumps("json", doc)
+
+
+# -- the apps (run in the peer's own process) -----------------------------------------------
+
+
+def create_app(args: argparse.Namespace) -> Any:
+    import faust
+    from faust.transport.drivers import aiokafka as faust_aiokafka
+
+    from stream_app.checkpointing.consumer import FetchWaitConsumerThread
+
+    class ShortFetchWaitThread(FetchWaitConsumerThread):
+        fetch_max_wait_ms = int(WORKER_SETTINGS["STREAM_APP_FETCH_MAX_WAIT_MS"])
+
+    class ShortFetchWaitConsumer(faust_aiokafka.Consumer):
+        """Faust's own consumer (its commits and acks), only with the short fetch wait."""
+
+        def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
+            return ShortFetchWaitThread(self, loop=self.loop, beacon=self.beacon)
+
+    class Transport(faust_aiokafka.Transport):
+        Consumer = ShortFetchWaitConsumer
+
+    class App(faust.App):
+        def _new_transport(self) -> Transport:
+            return Transport(self.conf.broker_consumer, self)
+
+    tansu: dict[str, Any] = {
+        "broker_session_timeout": float(WORKER_SETTINGS["STREAM_APP_SESSION_TIMEOUT_SECONDS"]),
+        "broker_heartbeat_interval": float(
+            WORKER_SETTINGS["STREAM_APP_HEARTBEAT_INTERVAL_SECONDS"]
+        ),
+        "broker_rebalance_timeout": float(WORKER_SETTINGS["STREAM_APP_REBALANCE_TIMEOUT_SECONDS"]),
+    }
+    tuned: dict[str, Any] = {
+        "producer_linger": 0.005,
+        "stream_buffer_maxsize": 65536,
+        "cython_optimizations": True,
+        "key_serializer": "raw",
+        "value_serializer": "raw",
+    }
+    app = App(
+        args.id,
+        broker=args.broker,
+        datadir=args.datadir,
+        web_port=args.web_port,
+        web_host="127.0.0.1",
+        topic_partitions=args.partitions,  # the table's changelog, as the input's
+        **tansu,
+        **(tuned if args.kind == "passthrough" else {}),
+    )
+    source = app.topic(*args.inputs, key_type=bytes, value_type=bytes, value_serializer="raw")
+    sink = app.topic(args.output)
+
+    if args.kind == "passthrough":
+
+        @app.agent(source)
+        async def passthrough(stream: Any) -> None:
+            async for key, value in stream.items():
+                await sink.send(key=key, value=passthrough_value(value))
+
+        @app.task  # type: ignore[untyped-decorator]
+        async def quiet_root_logger() -> None:
+            logging.getLogger().setLevel(logging.WARNING)
+
+    else:
+        table = app.Table("latest", partitions=args.partitions)
+
+        @app.agent(source)
+        async def naive(stream: Any) -> None:
+            async for key, value in stream.items():
+                doc = naive_value(value)
+                table[key] = doc
+                await sink.send(key=key, value=doc)
+
+    @app.page("/ready")
+    async def ready(web: Any, request: Any) -> Any:
+        ok = (
+            app.tables.recovery.completed.is_set()  # type: ignore[attr-defined]
+            and not app.rebalancing
+            and bool(app.consumer.assignment())
+        )
+        return web.json({"ready": ok}, status=200 if ok else 503)
+
+    return app
+
+
+def _arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.peers", description=__doc__)
+    parser.add_argument("kind", choices=sorted(KINDS))
+    parser.add_argument("--broker", required=True, help="kafka://HOST:PORT")
+    parser.add_argument("--id", required=True, help="the app id (consumer group)")
+    parser.add_argument("--inputs", required=True, nargs="+")
+    parser.add_argument("--output", required=True)
+    parser.add_argument("--partitions", type=int, required=True)
+    parser.add_argument("--web-port", type=int, required=True)
+    parser.add_argument("--datadir", required=True)
+    return parser.parse_args(argv)
+
+
+# -- the benchmark's side ------------------------------------------------------------------
+
+
+class Peer:
+    """One peer app in a subprocess, on its own input and output topics."""
+
+    def __init__(
+        self,
+        kind: str,
+        bootstrap: str,
+        topics: dict[str, str],
+        partitions: int,
+        workdir: Path,
+    ) -> None:
+        self.port = free_port()
+        name = f"peer-{kind}-{topics['output']}"
+        self.log = open(workdir / f"{name}.log", "ab")  # noqa: SIM115
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "bench.peers",
+                kind,
+                "--broker",
+                f"kafka://{bootstrap}",
+                "--id",
+                name,
+                "--inputs",
+                topics["messages"],
+                topics["decisions"],
+                "--output",
+                topics["output"],
+                "--partitions",
+                str(partitions),
+                "--web-port",
+                str(self.port),
+                "--datadir",
+                str(workdir / name),
+            ],
+            cwd=ROOT,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            if not self.alive():
+                raise RuntimeError(f"peer exited with status {self.process.returncode}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/ready", timeout=1):
+                    return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError("peer not ready") from None
+                time.sleep(0.1)
+
+    def peak_rss_mib(self) -> float:
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+        return 0.0
+
+    def stop(self) -> None:
+        from stream_app.embedded_broker import terminate
+
+        terminate(self.process, grace=30)
+        self.log.close()
+
+
+async def read_outputs(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    expected: collections.Counter[tuple[bytes | None, bytes]],
+    timeout: float,
+    fetch_wait_ms: int,
+    alive: Callable[[], bool],
+) -> tuple[float, int]:
+    """Reads ``topic`` until every expected (key, value) has arrived as often as expected.
+
+    Returns the time the last one was read and the number of records read (more than
+    expected only if the peer sent some twice).
+    """
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        enable_auto_commit=False,
+        max_partition_fetch_bytes=4 * 1048576,
+        fetch_max_wait_ms=fetch_wait_ms,
+    )
+    await consumer.start()
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    consumer.assign(tps)
+    await consumer.seek_to_beginning(*tps)
+    missing = collections.Counter(expected)
+    left, read = missing.total(), 0
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            batch = await consumer.getmany(timeout_ms=200, max_records=10_000)
+            now = time.monotonic()
+            for records in batch.values():
+                read += len(records)
+                for r in records:
+                    pair = (r.key, r.value)
+                    if missing[pair] > 0:
+                        missing[pair] -= 1
+                        left -= 1
+            if left == 0:
+                return now, read
+            if now > deadline or not alive():
+                why = "the peer exited" if not alive() else f"after {timeout:.0f} s"
+                raise TimeoutError(f"{left} of {expected.total()} outputs missing: {why}")
+    finally:
+        await consumer.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _arguments(argv)
+    app = create_app(args)
+    app.Worker(loglevel="warning", quiet=True).execute_from_commandline()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
