@@ -90,11 +90,8 @@ async def _connect(bootstrap: str, err: IO[str]) -> AIOKafkaConsumer:
     delay = FIRST_BACKOFF
     for attempt in range(1, CONNECT_ATTEMPTS + 1):
         consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-        try:
-            await asyncio.wait_for(consumer.start(), ATTEMPT_TIMEOUT)
+        if await _started(consumer):
             return consumer
-        except (KafkaError, OSError, TimeoutError):
-            await _close(consumer)
         if attempt == CONNECT_ATTEMPTS:
             break
         print(
@@ -108,6 +105,19 @@ async def _connect(bootstrap: str, err: IO[str]) -> AIOKafkaConsumer:
     raise TailError(
         f"no Kafka broker answers at {bootstrap}; gave up after {CONNECT_ATTEMPTS} attempts"
     )
+
+
+async def _started(consumer: AIOKafkaConsumer) -> bool:
+    """Whether the consumer connected; closed if not (also when tail is cancelled meanwhile)."""
+    try:
+        await asyncio.wait_for(consumer.start(), ATTEMPT_TIMEOUT)
+    except (KafkaError, OSError, TimeoutError):
+        await _close(consumer)
+        return False
+    except BaseException:
+        await _close(consumer)
+        raise
+    return True
 
 
 async def _close(consumer: AIOKafkaConsumer) -> None:
