@@ -134,7 +134,13 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument("--loglevel", default="info", help="debug, info, warning or error")
     worker.set_defaults(run=_worker)
 
-    dev = commands.add_parser("dev", help="run an embedded broker and a worker on this machine")
+    dev = commands.add_parser(
+        "dev",
+        help="run an embedded broker and a worker on this machine",
+        description="Run an embedded broker and a worker on this machine. Ctrl-C or SIGTERM "
+        "stops both and exits 0 (again: kills them). Exit status 1, with one line naming its "
+        "log, when the worker or the broker exits; 2 when STREAM_APP_WEB_PORT is in use.",
+    )
     dev.add_argument("--port", type=int, help="the broker's port (default: a free one)")
     dev.add_argument("--demo", action="store_true", help="publish the example session")
     dev.add_argument("--demo-file", help="publish this replay-format file instead")
