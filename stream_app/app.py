@@ -206,9 +206,8 @@ def create_app(settings: Settings) -> faust.App:
                 apply_event(event, emitted, forward)
             await send_batch(emitted, forward)
             store.write()
-            await app.producer.flush()  # the batch's changelog records, before its acks
-            table.raise_failed_writes()
-            decisions.raise_failed_writes()
+            await table.written()  # the batch's changelog records, before its acks
+            await decisions.written()
             for event in batch:
                 consumer.applied(event.message)  # take_events acknowledges it next
             observe(emitted)

@@ -251,6 +251,29 @@ def test_a_second_worker_joins_mid_stream_and_takes_over_when_the_first_stops(
     pipeline.wait_for(expected, expected_letters, timeout=240)
 
 
+def test_a_worker_killed_during_a_rebalance_loses_nothing(pipeline: Pipeline) -> None:
+    lines = list(generate(records=12_000, sessions=300, seed=17))
+    expected, expected_letters = replayed(lines, pipeline.topics)
+    half = len(lines) // 2
+    first = pipeline.worker("first").start()
+    first.wait_ready()
+    pipeline.publish(lines[:half])
+    pipeline.turns.wait_until(lambda: len(pipeline.turns.records) >= 200, 120, "progress")
+    joins = first.log.read_text().count("(Re-)joining group")
+    # A second worker joins: the first is killed as soon as it starts rebalancing, with
+    # records fetched, batches in flight and partitions about to move.
+    second = pipeline.worker("second").start()
+    pipeline.turns.wait_until(
+        lambda: first.log.read_text().count("(Re-)joining group") > joins, 60, "a rebalance"
+    )
+    first.kill()
+    assert unstamp(final_turns(pipeline.turns)) != unstamp(expected), "killed too late"
+    pipeline.publish(lines[half:])
+    second.wait_ready()
+    first.start()  # and back, into another rebalance
+    pipeline.wait_for(expected, expected_letters, timeout=300)
+
+
 def test_a_killed_worker_processes_again_within_seconds_of_its_restart(
     pipeline: Pipeline,
 ) -> None:

@@ -35,6 +35,9 @@ def test_compose_creates_every_topic_the_worker_uses_with_its_partition_count() 
         "service_completed_successfully"
     )
     assert "/ready" in " ".join(services["worker"]["healthcheck"]["test"])
+    # The RocksDB store outlives the container.
+    assert "ENV STREAM_APP_DATA_DIR=/data" in (ROOT / "Dockerfile").read_text()
+    assert any(v.endswith(":/data") for v in services["worker"]["volumes"])
 
 
 def manifests() -> dict[str, dict]:
@@ -78,3 +81,7 @@ def test_kubernetes_manifests_hold_together_with_the_apps_settings() -> None:
     sources = {s.get("configMapRef", s.get("secretRef"))["name"] for s in container["envFrom"]}
     assert sources == {docs["ConfigMap"]["metadata"]["name"], docs["Secret"]["metadata"]["name"]}
     assert container["args"] == ["worker"]
+    # Each worker's RocksDB store on a volume of its own, where the image keeps it.
+    (claim,) = sts["spec"]["volumeClaimTemplates"]
+    (mount,) = container["volumeMounts"]
+    assert mount == {"name": claim["metadata"]["name"], "mountPath": "/data"}

@@ -81,15 +81,27 @@ class KeyPartitionedTable(Table[bytes, bytes]):
         kwargs.setdefault("key_type", bytes)
         kwargs.setdefault("value_type", bytes)
         super().__init__(*args, **kwargs)
-        self._failed_writes: list[BaseException] = []
+        self._unwritten: list[Any] = []  # changelog records sent, not yet acknowledged
+
+    def send_changelog(self, *args: Any, **kwargs: Any) -> Any:
+        sent = super().send_changelog(*args, **kwargs)
+        self._unwritten.append(sent)
+        return sent
+
+    async def written(self) -> None:
+        """Waits until the broker has every changelog record sent so far; raises if refused.
+
+        Faust's producer flush, which it also runs before a commit, can return while its
+        buffer task holds a changelog record not yet handed to the Kafka client: the offsets
+        of the events that made it would be committed without their state.
+        """
+        unwritten, self._unwritten = self._unwritten, []
+        for sent in unwritten:
+            await sent
 
     def _on_changelog_sent(self, fut: Any) -> None:
-        # Faust only logs a changelog record the broker refused; the offsets of the events
-        # that made it would then be committed without their state.
-        if (error := fut.exception()) is not None:
-            self._failed_writes.append(error)
-            return
-        super()._on_changelog_sent(fut)
+        if fut.exception() is None:  # a refused record is raised by ``written``
+            super()._on_changelog_sent(fut)
 
     def partition_for_key(self, key: Any) -> int:
         count = self.partitions or self.app.conf.topic_partitions
@@ -97,12 +109,6 @@ class KeyPartitionedTable(Table[bytes, bytes]):
 
     def keys_from(self, partition: int, prefix: bytes) -> list[bytes]:
         return cast(RocksDBStore | MemoryStore, self.data).keys_from(partition, prefix)
-
-    def raise_failed_writes(self) -> None:
-        """Raises the first changelog write the broker refused since the last call."""
-        if self._failed_writes:
-            error, self._failed_writes = self._failed_writes[0], []
-            raise RuntimeError(f"table {self.name}: a changelog write failed") from error
 
     def _new_store_by_url(self, url: str | URL) -> StoreT[bytes, bytes]:
         scheme = URL(str(url)).scheme
