@@ -22,10 +22,9 @@ Faust's own holes in that bookkeeping are closed in ``checkpointing/consumer.py`
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import Awaitable
 from typing import Any, cast
 
 import faust
@@ -35,10 +34,11 @@ from mode.supervisors import CrashingSupervisor
 from prometheus_client import generate_latest
 
 from stream_app import logs, metrics
+from stream_app.checkpointing.batches import Batch, Checkpoints
 from stream_app.checkpointing.consumer import Consumer, FetchWaitConsumerThread, Transport
 from stream_app.config import Settings, load_settings
 from stream_app.core.dead_letter import original_key
-from stream_app.core.records import Outputs, SourceRecord, TopicKind, dump_input, load_input
+from stream_app.core.records import SourceRecord, TopicKind, dump_input, load_input
 from stream_app.models.topics import partition_for
 from stream_app.pipeline import Pipeline
 from stream_app.state.recovery import FetchEndTableManager, bootstrap_servers, partition_counts
@@ -48,9 +48,6 @@ from stream_app.state.tables import KeyPartitionedTable
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4"  # aiohttp adds the charset itself
 SWEEP = b'{"sweep":true}'  # the leader's timer record on a sessions partition: expire it
 STATE_MAX_BYTES = 16 * 1024 * 1024
-BATCH_WAIT = 0.005  # seconds a batch waits to fill: latency traded for fewer, larger sends
-
-Emitted = list[tuple[Outputs, float | None]]  # with the record timestamp that caused it
 
 
 class App(faust.App):
@@ -112,24 +109,28 @@ def create_app(settings: Settings) -> faust.App:
         KeyPartitionedTable,
         app.Table("decisions", partitions=partitions, session_of=session_of),
     )
-    store = TableSessions(table, decisions)
+    bodies = cast(
+        KeyPartitionedTable,
+        app.Table("turn_bodies", partitions=partitions, session_of=session_of),
+    )
+    store = TableSessions(table, decisions, bodies)
     pipeline = Pipeline(policy, store)
 
     owned: set[int] = set()  # sessions partitions of this worker (this generation)
     copartitioned: dict[str, bool] = {}  # input topic -> as many partitions as the state
     last_read: dict[Any, int] = {}  # input partition -> offset, for the lag gauge
 
-    def apply_event(event: faust.EventT[bytes], emitted: Emitted, forward: list[Any]) -> None:
-        """One record into the core; what it emits is collected for the batch's send."""
+    def apply_event(event: faust.EventT[bytes], batch: Batch) -> None:
+        """One record into the core; what it emits waits in its batch."""
         msg = event.message
         if msg.topic == sessions_name:
             if msg.value is None:
                 return  # nothing this app writes
             if msg.value == SWEEP:
                 p = msg.partition
-                emitted.append((pipeline.sweep(lambda s: _partition(s) == p), None))
+                batch.emitted.append((pipeline.sweep(lambda s: _partition(s) == p), None))
             else:
-                emitted.append((pipeline.apply(load_input(msg.value)), msg.timestamp))
+                batch.emitted.append((pipeline.apply(load_input(msg.value)), msg.timestamp))
             return
         metrics.RECORDS.labels(topic=msg.topic).inc()
         last_read[msg.tp] = msg.offset
@@ -137,47 +138,54 @@ def create_app(settings: Settings) -> faust.App:
         record = SourceRecord(kind, msg.topic, msg.partition, msg.offset, msg.key, msg.value)
         item, out = pipeline.decode(record)
         if item is None:
-            emitted.append((out, None))
+            batch.emitted.append((out, None))
             return
         metrics.count(out.counts)
         key = item.session_id.encode()
         partition = partition_for(key, partitions)
         if partition == msg.partition and partition in owned and copartitioned.get(msg.topic):
-            emitted.append((pipeline.apply(item), msg.timestamp))
+            batch.emitted.append((pipeline.apply(item), msg.timestamp))
         else:
             # The record's own timestamp travels on, for the turn latency histogram.
-            forward.append((key, dump_input(item), partition, msg.timestamp))
+            batch.forward.append((key, dump_input(item), partition, msg.timestamp))
 
     def _partition(session_id: str) -> int:
         return partition_for(session_id.encode(), partitions)
 
-    async def send_batch(emitted: Emitted, forward: list[Any]) -> None:
-        """Every emission and re-keyed record of a batch, acknowledged by the broker."""
+    async def send(batch: Batch) -> list[Awaitable[Any]]:
+        """Hands a batch's emissions and re-keyed records to the producer, in order."""
+        producer = app.producer
         acks: list[Awaitable[Any]] = []
-        for out, _ in emitted:
+        for out, _ in batch.emitted:
             for revision in out.turns:
                 acks.append(
-                    await turns.send(
-                        key=revision.key_bytes,
-                        value=revision.value,
-                        partition=_partition(revision.session_id),
-                        headers=revision.headers,
+                    await producer.send(
+                        settings.topic_turns,
+                        revision.key_bytes,
+                        revision.value,
+                        _partition(revision.session_id),
+                        None,
+                        revision.headers,
                     )
                 )
             for letter in out.dead_letters:
                 acks.append(
-                    await dead_letters.send(key=original_key(letter), value=orjson.dumps(letter))
+                    await producer.send(
+                        settings.topic_dlq,
+                        original_key(letter),
+                        orjson.dumps(letter),
+                        None,
+                        None,
+                        None,
+                    )
                 )
-        for key, value, partition, timestamp in forward:
-            acks.append(
-                await sessions.send(key=key, value=value, partition=partition, timestamp=timestamp)
-            )
-        if acks:
-            await asyncio.gather(*acks)
+        for key, value, partition, timestamp in batch.forward:
+            acks.append(await producer.send(sessions_name, key, value, partition, timestamp, None))
+        return acks
 
-    def observe(emitted: Emitted) -> None:
+    def observe(batch: Batch) -> None:
         now = time.time()
-        for out, started in emitted:
+        for out, started in batch.emitted:
             metrics.count(out.counts)
             if started is not None:
                 for revision in out.turns:
@@ -194,24 +202,25 @@ def create_app(settings: Settings) -> faust.App:
                     error=letter["error"],
                 )
 
+    checkpoints: Checkpoints | None = None
+
     @app.agent(records)
-    async def assemble(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
+    async def assemble(stream: faust.StreamT[bytes]) -> None:
+        nonlocal checkpoints
         consumer = cast(Consumer, app.consumer)
-        async for batch in stream.take_events(  # type: ignore[attr-defined]
-            settings.batch_max_records, within=BATCH_WAIT
-        ):
-            emitted: Emitted = []
-            forward: list[Any] = []
-            for event in batch:
-                apply_event(event, emitted, forward)
-            await send_batch(emitted, forward)
-            store.write()
-            await table.written()  # the batch's changelog records, before its acks
-            await decisions.written()
-            for event in batch:
-                consumer.applied(event.message)  # take_events acknowledges it next
-            observe(emitted)
-            yield None
+        checkpoints = Checkpoints(
+            store,
+            [table, decisions, bodies],
+            consumer,
+            send,
+            observe,
+            app.crash,
+            interval=settings.commit_interval_ms / 1000,
+        )
+        consumer.settle = checkpoints.settled
+        async for event in stream.noack().events():  # type: ignore[attr-defined]
+            apply_event(event, checkpoints.add(event))
+            await checkpoints.added(full=settings.batch_max_records)
 
     @app.timer(settings.sweep_interval_seconds, on_leader=True)  # type: ignore[untyped-decorator]
     async def request_sweeps() -> None:
@@ -232,7 +241,7 @@ def create_app(settings: Settings) -> faust.App:
 
     @app.page("/metrics")
     async def metrics_page(web: Any, request: Any) -> Any:
-        metrics.SESSIONS.set(len(table))
+        metrics.SESSIONS.set(len(store))
         for tp in app.consumer.assignment():
             if tp in last_read and (highwater := app.consumer.highwater(tp)) is not None:
                 lag = max(0, highwater - last_read[tp] - 1)
@@ -243,16 +252,17 @@ def create_app(settings: Settings) -> faust.App:
     @app.table_route(table=table, match_info="session_id")
     async def session_state(web: Any, request: Any, session_id: str) -> Any:
         """One session's state, answered by the worker that owns it."""
-        data = table.get(session_id.encode())
-        if data is None:
+        state = store.peek(session_id)
+        if state is None:
             return web.json({"error": f"no state for session {session_id!r}"}, status=404)
-        return web.bytes(data, content_type="application/json")
+        return web.bytes(state.to_json(), content_type="application/json")
 
     # Faust's signal stubs do not describe receivers that take the signal's arguments.
     @app.on_partitions_assigned.connect  # type: ignore[arg-type]
     async def on_assigned(app: faust.App, assigned: set[Any], **kwargs: Any) -> None:
         owned.clear()
         owned.update(tp.partition for tp in assigned if tp.topic == sessions_name)
+        store.forget_all()  # partitions may have moved and back: the tables rule
         if not copartitioned:
             # Asked once: which path a record takes must never change for a topic. A record
             # forwarded and not yet applied would come after later records of its partition
@@ -267,7 +277,7 @@ def create_app(settings: Settings) -> faust.App:
 
     @app.on_rebalance_complete.connect  # type: ignore[arg-type]
     async def on_recovered(app: faust.App, **kwargs: Any) -> None:
-        logs.event("recovery_done", sessions=len(table))
+        logs.event("recovery_done", sessions=len(store))
 
     @app.task  # type: ignore[untyped-decorator]
     async def on_startup() -> None:

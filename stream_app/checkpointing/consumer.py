@@ -23,6 +23,7 @@ are on the broker. The consumer's fetch wait, hard-coded by Faust, is a setting 
 from __future__ import annotations
 
 import bisect
+from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 from weakref import WeakSet
 
@@ -50,6 +51,8 @@ class Consumer(faust_aiokafka.Consumer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._applied: WeakSet[Message] = WeakSet()
+        # Set by the app: settles every batch applied so far (``checkpointing/batches.py``).
+        self.settle: Callable[[], Awaitable[None]] | None = None
 
     def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
         return FetchWaitConsumerThread(self, loop=self.loop, beacon=self.beacon)
@@ -64,11 +67,16 @@ class Consumer(faust_aiokafka.Consumer):
         ):
             # Skipped, or fetched before the latest rebalance: its partition is sought back
             # to the committed offset, so the event comes again and is applied then.
-            message.acked = True
             self._unacked_messages.discard(message)
             return False
         self._applied.discard(message)
         return bool(super().ack(message))
+
+    async def wait_empty(self) -> None:
+        """Before a rebalance or a stop: every applied event settled, then Faust's wait."""
+        if self.settle is not None:
+            await self.settle()
+        await super().wait_empty()
 
     async def perform_seek(self) -> None:
         """After seeking to the committed offsets, know where uncommitted partitions start."""

@@ -1,70 +1,45 @@
-"""Session state in the ``sessions`` and ``decisions`` Faust tables, written once per batch.
+"""Session state in the ``sessions`` and ``decisions`` Faust tables.
 
-A batch decodes each session it touches once and writes it back once, after the batch's
-turns and dead letters are acknowledged: a state that names a record as applied is never
-on the changelog before what that record produced is on the broker. The collapse entries a
-batch adds or drops wait for the same moment.
+The worker applies records to decoded session states kept in memory (the most recently used
+ones; a state is decoded from the table once, not once per record or batch). When a batch is
+sealed, the sessions it changed are serialized at once, so what a later batch changes cannot
+leak in, and that snapshot is written to the tables only after the batch's turns and dead
+letters are acknowledged: a state that names a record as applied is never on the changelog
+before what that record produced is on the broker. The collapse entries a batch adds or
+drops travel with its snapshot.
+
+A session's state names its turns; each turn's body (its messages, completion and tool
+calls: most of a long session's bytes, and they never change) is written once, to
+``turn_bodies``, when the turn is emitted, and dropped when the turn leaves the state.
 
 Keys: ``sessions`` is keyed by the session id (UTF-8); ``decisions`` by the JSON array
-``[session_id, natural_key]``, unambiguous for any id, and filed in the session's partition.
+``[session_id, natural_key]`` and ``turn_bodies`` by ``[session_id, inference_call_id]``
+(the turn topic's key), unambiguous for any ids, and filed in the session's partition.
 """
 
 from __future__ import annotations
 
+from collections import Counter, OrderedDict
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
+from stream_app.core.records import turn_key
 from stream_app.core.session import SessionState
 from stream_app.state.base import SessionStore
+
+LIVE_SESSIONS = 20_000  # decoded states kept in memory once written (~4 KB each)
 
 
 def collapse_key(session_id: str, key: str) -> bytes:
     return orjson.dumps([session_id, key])
 
 
-def session_of(collapse_key: bytes) -> bytes:
-    """The session id of a ``decisions`` key, which decides its partition."""
-    return str(orjson.loads(collapse_key)[0]).encode()
-
-
-class TableCollapse:
-    """The collapse (``core/collapse.py``) in a table; changes wait for ``write``."""
-
-    def __init__(self, table: Any) -> None:
-        self.table = table
-        self._remembered: dict[bytes, str] = {}
-        self._forgotten: set[str] = set()
-
-    def first(self, session_id: str, key: str) -> str | None:
-        entry = collapse_key(session_id, key)
-        if entry in self._remembered:
-            return self._remembered[entry]
-        if session_id in self._forgotten:
-            return None
-        stored = self.table.get(entry)
-        return None if stored is None else bytes(stored).decode()
-
-    def remember(self, session_id: str, key: str, decision_id: str) -> None:
-        self._remembered.setdefault(collapse_key(session_id, key), decision_id)
-
-    def forget(self, session_id: str) -> None:
-        self._forgotten.add(session_id)
-        prefix = _prefix(session_id)
-        for entry in [e for e in self._remembered if e.startswith(prefix)]:
-            del self._remembered[entry]
-
-    def write(self) -> None:
-        for session_id in self._forgotten:
-            partition = self.table.partition_for_key(collapse_key(session_id, ""))
-            for entry in self.table.keys_from(partition, _prefix(session_id)):
-                if entry not in self._remembered:
-                    self.table.pop(entry, None)
-        for entry, decision_id in self._remembered.items():
-            self.table[entry] = decision_id.encode()
-        self._remembered.clear()
-        self._forgotten.clear()
+def session_of(key: bytes) -> bytes:
+    """The session id of a ``decisions`` or ``turn_bodies`` key: it decides the partition."""
+    return str(orjson.loads(key)[0]).encode()
 
 
 def _prefix(session_id: str) -> bytes:
@@ -72,46 +47,218 @@ def _prefix(session_id: str) -> bytes:
     return orjson.dumps([session_id])[:-1] + b","
 
 
-class TableSessions(SessionStore):
-    def __init__(self, table: Any, decisions: Any) -> None:
+@dataclass
+class Snapshot:
+    """What one sealed batch writes: serialized sessions and collapse changes."""
+
+    number: int
+    sessions: dict[str, bytes | None] = field(default_factory=dict)  # None: deleted
+    bodies: dict[bytes, bytes | None] = field(default_factory=dict)  # turn key -> body
+    forgotten: set[str] = field(default_factory=set)
+    remembered: dict[bytes, str] = field(default_factory=dict)
+
+
+class TableCollapse:
+    """The collapse (``core/collapse.py``) over the ``decisions`` table.
+
+    Entries of snapshots not yet written are read from an overlay, kept by batch.
+    """
+
+    def __init__(self, table: Any) -> None:
         self.table = table
+        self._remembered: dict[bytes, tuple[str, int]] = {}  # entry -> decision id, batch
+        self._forgotten: dict[str, int] = {}  # session -> the last batch that forgot it
+        self._batches: dict[int, tuple[list[bytes], list[str]]] = {}  # remembered, forgotten
+        self._batch = 0  # the open batch's number
+
+    def first(self, session_id: str, key: str) -> str | None:
+        entry = collapse_key(session_id, key)
+        if entry in self._remembered:
+            return self._remembered[entry][0]
+        if session_id in self._forgotten:
+            return None
+        stored = self.table.get(entry)
+        return None if stored is None else bytes(stored).decode()
+
+    def remember(self, session_id: str, key: str, decision_id: str) -> None:
+        entry = collapse_key(session_id, key)
+        if entry not in self._remembered:
+            self._remembered[entry] = (decision_id, self._batch)
+            self._open()[0].append(entry)
+
+    def forget(self, session_id: str) -> None:
+        self._forgotten[session_id] = self._batch
+        self._open()[1].append(session_id)
+        prefix = _prefix(session_id)
+        for entry in [e for e in self._remembered if e.startswith(prefix)]:
+            del self._remembered[entry]
+
+    def _open(self) -> tuple[list[bytes], list[str]]:
+        return self._batches.setdefault(self._batch, ([], []))
+
+    def seal(self, snapshot: Snapshot) -> None:
+        n = self._batch
+        entries, sessions = self._batches.get(n, ([], []))
+        snapshot.forgotten = set(sessions)
+        snapshot.remembered = {
+            e: kept[0] for e in entries if (kept := self._remembered.get(e)) and kept[1] == n
+        }
+        self._batch += 1
+
+    async def write(self, snapshots: list[Snapshot]) -> None:
+        """Writes the collapse changes of several snapshots, taken in order."""
+        forgotten: set[str] = set()
+        remembered: dict[bytes, str] = {}
+        for snapshot in snapshots:
+            for session_id in snapshot.forgotten:
+                prefix = _prefix(session_id)
+                for entry in [e for e in remembered if e.startswith(prefix)]:
+                    del remembered[entry]
+            forgotten |= snapshot.forgotten
+            remembered.update(snapshot.remembered)
+        for session_id in forgotten:
+            partition = self.table.partition_for_key(collapse_key(session_id, ""))
+            for entry in self.table.keys_from(partition, _prefix(session_id)):
+                if entry not in remembered:
+                    await self.table.put(entry, None)
+        for entry, decision_id in remembered.items():
+            await self.table.put(entry, decision_id.encode())
+
+    def settled(self, snapshot: Snapshot) -> None:
+        """The snapshot is in the table: its overlay entries are no longer needed."""
+        n = snapshot.number
+        entries, sessions = self._batches.pop(n, ([], []))
+        for entry in entries:
+            if (kept := self._remembered.get(entry)) is not None and kept[1] == n:
+                del self._remembered[entry]
+        for session_id in sessions:
+            if self._forgotten.get(session_id) == n:
+                del self._forgotten[session_id]
+
+
+class TableSessions(SessionStore):
+    def __init__(self, table: Any, decisions: Any, bodies: Any) -> None:
+        self.table = table
+        self.bodies = bodies
         self.collapse: TableCollapse = TableCollapse(decisions)
-        self._loaded: dict[str, SessionState | None] = {}  # decoded or changed in this batch
-        self._changed: set[str] = set()
+        self._live: OrderedDict[str, SessionState | None] = OrderedDict()
+        self._logged: dict[str, set[str]] = {}  # live session -> turns with a body written
+        self._changed: set[str] = set()  # since the last seal
+        self._unwritten: Counter[str] = Counter()  # sealed, not yet written
+        self._sealed = 0
 
     def get(self, session_id: str) -> SessionState | None:
-        if session_id not in self._loaded:
-            data = self.table.get(session_id.encode())
-            # The core updates the state it is given, so it is decoded once per batch.
-            self._loaded[session_id] = None if data is None else SessionState.from_json(data)
-        return self._loaded[session_id]
+        if session_id in self._live:
+            self._live.move_to_end(session_id)
+            return self._live[session_id]
+        state = self.read(session_id)
+        self._live[session_id] = state
+        self._logged[session_id] = set() if state is None else set(state.turns)
+        return state
+
+    def read(self, session_id: str) -> SessionState | None:
+        """The session as the tables hold it (what the last settled batch wrote)."""
+        data = self.table.get(session_id.encode())
+        if data is None:
+            return None
+
+        def body(call_id: str) -> dict[str, Any]:
+            written = self.bodies.get(turn_key(session_id, call_id))
+            return dict(orjson.loads(written)) if written is not None else _lost(call_id)
+
+        return SessionState.from_json(data, bodies=body)
 
     def put(self, state: SessionState) -> None:
-        self._loaded[state.session_id] = state
+        self._live[state.session_id] = state
+        self._live.move_to_end(state.session_id)
         self._changed.add(state.session_id)
 
     def delete(self, session_id: str) -> None:
-        self._loaded[session_id] = None
+        self._live[session_id] = None
         self._changed.add(session_id)
 
     def session_ids(self) -> Iterator[str]:
         held = {key.decode() for key in self.table}
-        return iter(sorted(held | self._changed))
+        held.update(s for s, state in self._live.items() if state is not None)
+        return iter(sorted(held))
 
     def __len__(self) -> int:
-        return len(self.table)
-
-    def write(self) -> int:
-        """Writes every session the batch changed (a changelog record each); returns how many."""
-        for session_id in self._changed:
-            key = session_id.encode()
-            state = self._loaded[session_id]
-            if state is None:
-                self.table.pop(key, None)
+        """Sessions held: those in the table, as the batches since changed them."""
+        held = {key.decode() for key in self.table}
+        for session_id in self._changed | set(self._unwritten):
+            if self._live[session_id] is None:
+                held.discard(session_id)
             else:
-                self.table[key] = state.to_json()
-        written = len(self._changed)
+                held.add(session_id)
+        return len(held)
+
+    def peek(self, session_id: str) -> SessionState | None:
+        """The session as applied so far, written or not; nothing is kept in memory for it."""
+        if session_id in self._live:
+            return self._live[session_id]
+        return self.read(session_id)
+
+    def seal(self) -> Snapshot:
+        """The sessions changed since the last seal, serialized now."""
+        snapshot = Snapshot(self._sealed)
+        self._sealed += 1
+        for session_id in self._changed:
+            state = self._live[session_id]
+            logged = self._logged.setdefault(session_id, set())
+            now = set() if state is None else set(state.turns)
+            for call_id in logged - now:
+                snapshot.bodies[turn_key(session_id, call_id)] = None
+            for call_id in now - logged:
+                body = orjson.dumps(state.turns[call_id].body)  # type: ignore[union-attr]
+                snapshot.bodies[turn_key(session_id, call_id)] = body
+            self._logged[session_id] = now
+            snapshot.sessions[session_id] = None if state is None else state.to_json(bodies=False)
+            self._unwritten[session_id] += 1
         self._changed.clear()
-        self._loaded.clear()
-        self.collapse.write()
-        return written
+        self.collapse.seal(snapshot)
+        return snapshot
+
+    async def write(self, snapshots: list[Snapshot]) -> None:
+        """Writes snapshots, taken in order, to the tables: each key once, as the last left it."""
+        sessions: dict[str, bytes | None] = {}
+        bodies: dict[bytes, bytes | None] = {}
+        for snapshot in snapshots:
+            sessions.update(snapshot.sessions)
+            bodies.update(snapshot.bodies)
+        for key, body in bodies.items():
+            await self.bodies.put(key, body)
+        for session_id, data in sessions.items():
+            await self.table.put(session_id.encode(), data)
+        await self.collapse.write(snapshots)
+
+    def settled(self, snapshot: Snapshot) -> None:
+        """The snapshot's changelog records are acknowledged: its states may be dropped."""
+        for session_id in snapshot.sessions:
+            self._unwritten[session_id] -= 1
+            if not self._unwritten[session_id]:
+                del self._unwritten[session_id]
+        self.collapse.settled(snapshot)
+        self._evict()
+
+    def forget_all(self) -> None:
+        """Drops every decoded state that is written: partitions moved, the tables rule."""
+        for session_id in [s for s in self._live if self._is_written(s)]:
+            self._drop(session_id)
+
+    def _evict(self) -> None:
+        for session_id in list(self._live):
+            if len(self._live) <= LIVE_SESSIONS:
+                break
+            if self._is_written(session_id):
+                self._drop(session_id)
+
+    def _drop(self, session_id: str) -> None:
+        del self._live[session_id]
+        self._logged.pop(session_id, None)
+
+    def _is_written(self, session_id: str) -> bool:
+        return session_id not in self._changed and session_id not in self._unwritten
+
+
+def _lost(call_id: str) -> dict[str, Any]:
+    raise LookupError(f"turn body {call_id!r} named by its session is not in turn_bodies")

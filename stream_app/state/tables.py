@@ -83,18 +83,29 @@ class KeyPartitionedTable(Table[bytes, bytes]):
         super().__init__(*args, **kwargs)
         self._unwritten: list[Any] = []  # changelog records sent, not yet acknowledged
 
-    def send_changelog(self, *args: Any, **kwargs: Any) -> Any:
-        sent = super().send_changelog(*args, **kwargs)
+    async def put(self, key: bytes, value: bytes | None) -> None:
+        """Writes (``None``: deletes) a key, sending its changelog record at once.
+
+        ``table[key] = value`` would queue the record in Faust's producer buffer, which a
+        batch of writes fills: Faust's conductor then stops delivering records until the
+        buffer drains, one record at a time; and Faust's producer flush, which it also
+        runs before a commit, returns after 0.1 s with records still buffered.
+        """
+        if value is None:
+            self.data.pop(key, None)
+        else:
+            self.data[key] = value
+        sent = await self.changelog_topic.send(
+            key=key,
+            value=value,
+            partition=self.partition_for_key(key),
+            callback=self._on_changelog_sent,
+            force=True,  # now, not attached to the event that happens to be current
+        )
         self._unwritten.append(sent)
-        return sent
 
     async def written(self) -> None:
-        """Waits until the broker has every changelog record sent so far; raises if refused.
-
-        Faust's producer flush, which it also runs before a commit, can return while its
-        buffer task holds a changelog record not yet handed to the Kafka client: the offsets
-        of the events that made it would be committed without their state.
-        """
+        """Waits until the broker has every changelog record sent so far; raises if refused."""
         unwritten, self._unwritten = self._unwritten, []
         for sent in unwritten:
             await sent

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 
 from stream_app.app import App
 from stream_app.models.topics import partition_for
-from stream_app.state.sessions import TableCollapse, collapse_key, session_of
+from stream_app.state.sessions import Snapshot, TableCollapse, collapse_key, session_of
 from stream_app.state.tables import KeyPartitionedTable
 
 PARTITIONS = 4
@@ -54,17 +55,26 @@ class Stand:
     def get(self, key: bytes) -> bytes | None:
         return self.table.data.get(key)
 
-    def __setitem__(self, key: bytes, value: bytes) -> None:
-        self.table.data[key] = value
-
-    def pop(self, key: bytes, default: None = None) -> None:
-        self.table.data.pop(key, default)
+    async def put(self, key: bytes, value: bytes | None) -> None:
+        if value is None:
+            self.table.data.pop(key, None)
+        else:
+            self.table.data[key] = value
 
     def partition_for_key(self, key: bytes) -> int:
         return self.table.partition_for_key(key)
 
     def keys_from(self, partition: int, prefix: bytes) -> list[bytes]:
         return self.table.keys_from(partition, prefix)
+
+
+def write(collapse: TableCollapse, number: int) -> Snapshot:
+    """Seals the open batch and writes it, as a checkpoint does."""
+    snapshot = Snapshot(number)
+    collapse.seal(snapshot)
+    asyncio.run(collapse.write([snapshot]))
+    collapse.settled(snapshot)
+    return snapshot
 
 
 def test_forgetting_a_session_drops_its_entries_and_no_one_elses(
@@ -74,13 +84,27 @@ def test_forgetting_a_session_drops_its_entries_and_no_one_elses(
     for session in SESSIONS:
         collapse.remember(session, "nk1", f"{session}-d1")
         collapse.remember(session, "nk2", f"{session}-d2")
-    collapse.write()
+    write(collapse, 0)
     collapse.forget("ab")
     assert collapse.first("ab", "nk1") is None  # at once, before the batch is written
     collapse.remember("ab", "nk1", "ab-new")  # the session starts again in the same batch
-    collapse.write()
+    write(collapse, 1)
     assert collapse.first("ab", "nk1") == "ab-new"
     assert collapse.first("ab", "nk2") is None
     for session in SESSIONS[1:]:
         assert collapse.first(session, "nk1") == f"{session}-d1"
         assert collapse.first(session, "nk2") == f"{session}-d2"
+
+
+def test_snapshots_written_together_keep_their_order(decisions: KeyPartitionedTable) -> None:
+    collapse = TableCollapse(Stand(decisions))
+    collapse.remember("ab", "nk1", "d1")
+    first = Snapshot(0)
+    collapse.seal(first)
+    collapse.forget("ab")  # the next batch expires the session ...
+    second = Snapshot(1)
+    collapse.seal(second)
+    asyncio.run(collapse.write([first, second]))  # ... and one checkpoint writes both
+    for snapshot in (first, second):
+        collapse.settled(snapshot)
+    assert collapse.first("ab", "nk1") is None
