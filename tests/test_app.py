@@ -343,3 +343,41 @@ def test_a_restarted_worker_recovers_its_sessions_from_the_changelog(
     # The decisions join turns that only the recovered state knows.
     pipeline.publish([line for line in lines if line["topic"] == "decisions"])
     pipeline.wait_for(expected, expected_letters, timeout=60)
+
+
+def test_sessions_whose_ids_hold_separators_survive_a_restart(pipeline: Pipeline) -> None:
+    """Issue 10: NUL separated the keys of the old changelog, so a session ``nul\\x00a`` lost
+    its pending message across a restart and ``victim-1\\x00vcall`` broke recovery. Every
+    key the worker writes is now unambiguous for any id."""
+    from tests.factories import assistant, decision, message, tool_call
+
+    def line(topic: str, value: dict[str, Any]) -> dict[str, Any]:
+        session = value.get("conversationId") or value.get("session_id")
+        return {"topic": topic, "key": session, "value": value}
+
+    ids = ["nul\x00a", "victim-1", "victim-1\x00vcall", 'quote"\\', "\u00e9\U0001f600"]
+    before = [line("messages", message(s, text=f"question of {s!r}")) for s in ids]
+    before += [
+        line("messages", assistant("victim-1", message_id="vcall", tool_calls=[tool_call("t1")])),
+        line("messages", assistant("victim-1\x00vcall", message_id="vcall")),
+    ]
+    after = [line("messages", assistant(s, message_id=f"done-{i}")) for i, s in enumerate(ids)]
+    after += [
+        line("decisions", decision("victim-1", "t1", decision_id="late-1", org_id="default")),
+        line("decisions", decision("nul\x00a", "done-0", decision_id="late-2", org_id="default")),
+    ]
+    expected, expected_letters = replayed(before + after, pipeline.topics)
+    worker = pipeline.worker()
+    worker.start().wait_ready()
+    pipeline.publish(before)
+    pipeline.turns.wait_until(lambda: len(final_turns(pipeline.turns)) == 2, 60, "2 turns")
+    worker.kill()  # what it wrote is all that is left: its changelog and RocksDB
+    worker.start().wait_ready()
+    pipeline.publish(after)
+    pipeline.wait_for(expected, expected_letters, timeout=60)
+    final = final_turns(pipeline.turns)
+    assert (
+        final[turn_key("nul\x00a", "done-0").decode()]["new_messages"][0]["parts"][0]["content"]
+        == "question of 'nul\\x00a'"
+    )
+    assert worker.process is not None and worker.process.poll() is None

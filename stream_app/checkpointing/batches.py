@@ -1,16 +1,16 @@
 """Batches of applied records on their way to being committable.
 
 The agent applies records one at a time into the open batch and seals it when it is full,
-or as soon as no earlier batch is still being sent. Sealing serializes the sessions the
-batch changed, at once, so what later batches change cannot leak in. Then, in the
-background and in batch order, while the agent applies the next records:
+or as soon as no earlier batch is still being sent. In the background, while the agent
+applies the next records:
 
-1. the batch's turn revisions, dead letters and re-keyed records are handed to the producer
-   (after the previous batch's, so a turn's revisions stay in order) and acknowledged by
-   the broker;
-2. at a checkpoint (every ``interval`` seconds, and before a rebalance or a stop) the
-   snapshots of every batch of step 1 since the last checkpoint are written to the tables
-   at once, each session once, and their changelog records acknowledged;
+1. each sealed batch's turn revisions, dead letters and re-keyed records are handed to the
+   producer (after the previous batch's, so a turn's revisions stay in order) and
+   acknowledged by the broker;
+2. at a checkpoint (every ``interval`` seconds, and before a rebalance or a stop) every
+   session changed since the last checkpoint is serialized, at once, and once the batches
+   sealed so far are through step 1, written to the tables (each session once) and its
+   changelog records acknowledged;
 3. then those batches' events are marked applied and acknowledged to Faust, which may then
    commit their offsets.
 
@@ -32,7 +32,7 @@ from faust.types import EventT, Message
 
 from stream_app.checkpointing.consumer import Consumer
 from stream_app.core.records import Outputs
-from stream_app.state.sessions import Snapshot, TableSessions
+from stream_app.state.sessions import TableSessions
 
 IN_FLIGHT = 4  # sealed batches being sent at once before the agent waits for the oldest
 
@@ -68,7 +68,7 @@ class Checkpoints:
         self.open = Batch()
         self._handed: asyncio.Future[None] | None = None  # the last batch's sends enqueued
         self._sending: list[asyncio.Task[None]] = []  # step 1, oldest first
-        self._sent: list[tuple[Batch, Snapshot]] = []  # step 1 done, in batch order
+        self._sealed: list[Batch] = []  # since the last checkpoint, in order
         self._writing = asyncio.Lock()
         self._timer: asyncio.Task[None] | None = None
 
@@ -93,35 +93,36 @@ class Checkpoints:
         batch, self.open = self.open, Batch()
         if not batch.messages and not batch.emitted:
             return
-        snapshot = self.store.seal()
         handed = asyncio.get_running_loop().create_future()
         previous, self._handed = self._handed, handed
         before = self._sending[-1] if self._sending else None
-        task = asyncio.create_task(self._send(batch, snapshot, previous, handed, before))
+        task = asyncio.create_task(self._send(batch, previous, handed, before))
         self._in_flight().append(task)
+        self._sealed.append(batch)
 
     async def settled(self) -> None:
-        """Seals the open batch, sends every batch and writes a checkpoint of them all."""
-        self.seal_now()
-        while self._in_flight():
-            await asyncio.wait([self._sending[-1]])
+        """A checkpoint of everything applied so far."""
         await self.checkpoint()
 
     async def checkpoint(self) -> None:
-        """Steps 2 and 3 for every batch sent since the last checkpoint."""
+        """Steps 2 and 3 for every batch sealed since the last checkpoint."""
         async with self._writing:
-            done, self._sent = self._sent, []
-            if not done:
-                return
+            self.seal_now()
+            batches, self._sealed = self._sealed, []
+            snapshot = self.store.seal()
+            last = self._sending[-1] if self._sending else None
+            if last is not None:  # step 1 of these batches (each waits for the one before)
+                await asyncio.wait([last])
+                last.result()
             try:
-                await self.store.write([snapshot for _, snapshot in done])
+                await self.store.write([snapshot])
                 for table in self.tables:
                     await table.written()
             except BaseException as exc:
                 await self.crash(exc)
                 raise
-            for batch, snapshot in done:
-                self.store.settled(snapshot)
+            self.store.settled(snapshot)
+            for batch in batches:
                 for message in batch.messages:
                     self.consumer.applied(message)
                     self.consumer.ack(message)
@@ -135,7 +136,6 @@ class Checkpoints:
     async def _send(
         self,
         batch: Batch,
-        snapshot: Snapshot,
         previous: asyncio.Future[None] | None,
         handed: asyncio.Future[None],
         before: asyncio.Task[None] | None,
@@ -153,7 +153,6 @@ class Checkpoints:
         except BaseException as exc:
             await self.crash(exc)
             raise
-        self._sent.append((batch, snapshot))
         self.observe(batch)
         if self.open.messages or self.open.emitted:
             self.seal_now()  # what arrived while this batch was being sent
