@@ -42,10 +42,11 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from bench import peers, redaction
+from bench.reading import from_the_start
 from bench.workload import generate
 from stream_app.cli import tune_gc
 from stream_app.config import Settings
@@ -183,16 +184,7 @@ async def read_turns(
     arrived_at: dict[bytes, float] | None = None,
 ) -> float:
     """Reads the turn topic until every expected turn has its final decision count."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
-        enable_auto_commit=False,
-        max_partition_fetch_bytes=4 * 1048576,
-        fetch_max_wait_ms=FETCH_WAIT_MS,
-    )
-    await consumer.start()
-    tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-    consumer.assign(tps)
-    await consumer.seek_to_beginning(*tps)
+    consumer = await from_the_start(bootstrap, topic, PARTITIONS, FETCH_WAIT_MS)
     seen: dict[str, int] = {}
     deadline = time.monotonic() + timeout
     try:

@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from bench.reading import from_the_start
 from stream_app.embedded_broker import WORKER_SETTINGS, free_port
 
 KINDS = {
@@ -256,16 +256,7 @@ async def read_outputs(
     Returns the time the last one was read and the number of records read (more than
     expected only if the peer sent some twice).
     """
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
-        enable_auto_commit=False,
-        max_partition_fetch_bytes=4 * 1048576,
-        fetch_max_wait_ms=fetch_wait_ms,
-    )
-    await consumer.start()
-    tps = [TopicPartition(topic, p) for p in range(partitions)]
-    consumer.assign(tps)
-    await consumer.seek_to_beginning(*tps)
+    consumer = await from_the_start(bootstrap, topic, partitions, fetch_wait_ms)
     missing = collections.Counter(expected)
     left, read = missing.total(), 0
     deadline = time.monotonic() + timeout
