@@ -217,7 +217,7 @@ def create_app(settings: Settings) -> faust.App:
             app.crash,
             interval=settings.commit_interval_ms / 1000,
         )
-        consumer.settle = checkpoints.settled
+        consumer.settle = checkpoints.checkpoint
         async for event in stream.noack().events():  # type: ignore[attr-defined]
             apply_event(event, checkpoints.add(event))
             await checkpoints.added(full=settings.batch_max_records)

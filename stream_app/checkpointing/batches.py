@@ -100,10 +100,6 @@ class Checkpoints:
         self._in_flight().append(task)
         self._sealed.append(batch)
 
-    async def settled(self) -> None:
-        """A checkpoint of everything applied so far."""
-        await self.checkpoint()
-
     async def checkpoint(self) -> None:
         """Steps 2 and 3 for every batch sealed since the last checkpoint."""
         async with self._writing:
@@ -115,7 +111,7 @@ class Checkpoints:
                 await asyncio.wait([last])
                 last.result()
             try:
-                await self.store.write([snapshot])
+                await self.store.write(snapshot)
                 for table in self.tables:
                     await table.written()
             except BaseException as exc:

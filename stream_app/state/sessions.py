@@ -105,23 +105,13 @@ class TableCollapse:
         }
         self._batch += 1
 
-    async def write(self, snapshots: list[Snapshot]) -> None:
-        """Writes the collapse changes of several snapshots, taken in order."""
-        forgotten: set[str] = set()
-        remembered: dict[bytes, str] = {}
-        for snapshot in snapshots:
-            for session_id in snapshot.forgotten:
-                prefix = _prefix(session_id)
-                for entry in [e for e in remembered if e.startswith(prefix)]:
-                    del remembered[entry]
-            forgotten |= snapshot.forgotten
-            remembered.update(snapshot.remembered)
-        for session_id in forgotten:
+    async def write(self, snapshot: Snapshot) -> None:
+        for session_id in snapshot.forgotten:
             partition = self.table.partition_for_key(collapse_key(session_id, ""))
             for entry in self.table.keys_from(partition, _prefix(session_id)):
-                if entry not in remembered:
+                if entry not in snapshot.remembered:
                     await self.table.put(entry, None)
-        for entry, decision_id in remembered.items():
+        for entry, decision_id in snapshot.remembered.items():
             await self.table.put(entry, decision_id.encode())
 
     def settled(self, snapshot: Snapshot) -> None:
@@ -218,18 +208,13 @@ class TableSessions(SessionStore):
         self.collapse.seal(snapshot)
         return snapshot
 
-    async def write(self, snapshots: list[Snapshot]) -> None:
-        """Writes snapshots, taken in order, to the tables: each key once, as the last left it."""
-        sessions: dict[str, bytes | None] = {}
-        bodies: dict[bytes, bytes | None] = {}
-        for snapshot in snapshots:
-            sessions.update(snapshot.sessions)
-            bodies.update(snapshot.bodies)
-        for key, body in bodies.items():
+    async def write(self, snapshot: Snapshot) -> None:
+        """Writes a snapshot to the tables: a changelog record per session and entry."""
+        for key, body in snapshot.bodies.items():
             await self.bodies.put(key, body)
-        for session_id, data in sessions.items():
+        for session_id, data in snapshot.sessions.items():
             await self.table.put(session_id.encode(), data)
-        await self.collapse.write(snapshots)
+        await self.collapse.write(snapshot)
 
     def settled(self, snapshot: Snapshot) -> None:
         """The snapshot's changelog records are acknowledged: its states may be dropped."""

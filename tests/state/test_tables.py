@@ -72,7 +72,7 @@ def write(collapse: TableCollapse, number: int) -> Snapshot:
     """Seals the open batch and writes it, as a checkpoint does."""
     snapshot = Snapshot(number)
     collapse.seal(snapshot)
-    asyncio.run(collapse.write([snapshot]))
+    asyncio.run(collapse.write(snapshot))
     collapse.settled(snapshot)
     return snapshot
 
@@ -96,15 +96,16 @@ def test_forgetting_a_session_drops_its_entries_and_no_one_elses(
         assert collapse.first(session, "nk2") == f"{session}-d2"
 
 
-def test_snapshots_written_together_keep_their_order(decisions: KeyPartitionedTable) -> None:
+def test_snapshots_written_in_order_keep_their_order(decisions: KeyPartitionedTable) -> None:
     collapse = TableCollapse(Stand(decisions))
     collapse.remember("ab", "nk1", "d1")
     first = Snapshot(0)
     collapse.seal(first)
-    collapse.forget("ab")  # the next batch expires the session ...
+    collapse.forget("ab")  # the next checkpoint expires the session ...
     second = Snapshot(1)
     collapse.seal(second)
-    asyncio.run(collapse.write([first, second]))  # ... and one checkpoint writes both
+    for snapshot in (first, second):  # ... and both are written, in order, before settling
+        asyncio.run(collapse.write(snapshot))
     for snapshot in (first, second):
         collapse.settled(snapshot)
     assert collapse.first("ab", "nk1") is None
