@@ -46,7 +46,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from bench import peers, redaction
-from bench.reading import from_the_start
+from bench.reading import from_the_start, peak_rss_kib, wait_ready
 from bench.workload import generate
 from stream_app.cli import tune_gc
 from stream_app.config import Settings
@@ -295,26 +295,12 @@ class Workers:
             self.ports.append(port)
 
     def wait_ready(self, timeout: float = 60) -> None:
-        import urllib.request
-
         deadline = time.monotonic() + timeout
         for port in self.ports:
-            while True:
-                try:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/ready", timeout=1):
-                        break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        raise TimeoutError("worker not ready") from None
-                    time.sleep(0.1)
+            wait_ready(port, deadline)
 
     def peak_rss_mib(self) -> float:
-        peak = 0
-        for p in self.processes:
-            for line in Path(f"/proc/{p.pid}/status").read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    peak = max(peak, int(line.split()[1]))
-        return peak / 1024
+        return max(peak_rss_kib(p.pid) for p in self.processes) / 1024
 
     def stop(self) -> None:
         for p in self.processes:

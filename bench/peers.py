@@ -27,14 +27,13 @@ import logging
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from bench.reading import from_the_start
+from bench.reading import from_the_start, peak_rss_kib, wait_ready
 from stream_app.embedded_broker import WORKER_SETTINGS, free_port
 
 KINDS = {
@@ -217,23 +216,10 @@ class Peer:
         return self.process.poll() is None
 
     def wait_ready(self, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            if not self.alive():
-                raise RuntimeError(f"peer exited with status {self.process.returncode}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/ready", timeout=1):
-                    return
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise TimeoutError("peer not ready") from None
-                time.sleep(0.1)
+        wait_ready(self.port, time.monotonic() + timeout, self.alive)
 
     def peak_rss_mib(self) -> float:
-        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-        return 0.0
+        return peak_rss_kib(self.process.pid) / 1024
 
     def stop(self) -> None:
         from stream_app.embedded_broker import terminate
