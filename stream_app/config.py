@@ -1,15 +1,56 @@
-"""Settings from ``STREAM_APP_*`` environment variables; a bad value stops start-up."""
+"""Settings from ``STREAM_APP_*`` environment variables; a bad value stops start-up.
+
+The connection's security (TLS, SASL) is mapped to client options here and only here:
+:meth:`Settings.kafka_options` for the aiokafka clients the project makes itself, and
+:meth:`Settings.broker_credentials` for the worker's Faust app, which hands them to its own
+consumer, producer and topic creation.
+"""
 
 from __future__ import annotations
 
 import socket
+import ssl
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import (
+    Field,
+    FilePath,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from stream_app.core.policy import Policy
+
+if TYPE_CHECKING:
+    from faust.types.auth import CredentialsT
+
+SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+TLS_PROTOCOLS = ("SSL", "SASL_SSL")
+SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
+# Never echoed back in an error line: the value is the secret.
+SECRET_FIELDS = frozenset({"sasl_password", "web_token"})
+# What a worker is given when it must talk plaintext whatever its environment says (the
+# embedded broker): empty values count as unset.
+PLAINTEXT_SETTINGS = {
+    "STREAM_APP_SECURITY_PROTOCOL": "PLAINTEXT",
+    "STREAM_APP_SASL_MECHANISM": "",
+    "STREAM_APP_SASL_USERNAME": "",
+    "STREAM_APP_SASL_PASSWORD": "",
+    "STREAM_APP_SSL_CAFILE": "",
+    "STREAM_APP_SSL_CERTFILE": "",
+    "STREAM_APP_SSL_KEYFILE": "",
+}
+
+
+def _setting_error(field: str, message: str) -> PydanticCustomError:
+    """A cross-field error that still names its variable (a model's errors have no field)."""
+    return PydanticCustomError("setting", "{message}", {"field": field, "message": message})
 
 
 class Settings(BaseSettings):
@@ -41,6 +82,63 @@ class Settings(BaseSettings):
     data_dir: Path = Path("./data")
     standby_replicas: int = Field(1, ge=0)
     compression: Literal["none", "gzip", "lz4", "zstd", "snappy"] = "lz4"
+    # Where the web server listens. Every address by default: workers forward /sessions/{id}
+    # to each other at STREAM_APP_WEB_HOST, and probes and scrapers come from outside the pod;
+    # STREAM_APP_WEB_TOKEN protects the one view that serves chat content.
+    web_bind: str = Field("0.0.0.0", min_length=1)
+    # Bearer token required by /sessions/{id} when set (16 characters at least: it is the
+    # only thing between the network and chat content).
+    web_token: SecretStr | None = Field(None, min_length=16)
+    security_protocol: SecurityProtocol = "PLAINTEXT"
+    sasl_mechanism: SaslMechanism | None = None
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    ssl_cafile: FilePath | None = None
+    ssl_certfile: FilePath | None = None
+    ssl_keyfile: FilePath | None = None
+
+    @field_validator(
+        "web_token",
+        "sasl_mechanism",
+        "sasl_username",
+        "sasl_password",
+        "ssl_cafile",
+        "ssl_certfile",
+        "ssl_keyfile",
+        mode="before",
+    )
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        """An empty variable (a ConfigMap key left blank, or PLAINTEXT_SETTINGS) is no value."""
+        return None if value == "" else value
+
+    @model_validator(mode="after")
+    def _security_is_consistent(self) -> Settings:
+        """Refuses settings that would be silently ignored or fail at the first connection."""
+        protocol = self.security_protocol
+        if protocol in SASL_PROTOCOLS:
+            for field in ("sasl_mechanism", "sasl_username", "sasl_password"):
+                if getattr(self, field) is None:
+                    raise _setting_error(
+                        field, f"required when STREAM_APP_SECURITY_PROTOCOL is {protocol}"
+                    )
+        else:
+            for field in ("sasl_mechanism", "sasl_username", "sasl_password"):
+                if getattr(self, field) is not None:
+                    raise _setting_error(
+                        field, f"set, but STREAM_APP_SECURITY_PROTOCOL is {protocol} (no SASL)"
+                    )
+        if protocol not in TLS_PROTOCOLS:
+            for field in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+                if getattr(self, field) is not None:
+                    raise _setting_error(
+                        field, f"set, but STREAM_APP_SECURITY_PROTOCOL is {protocol} (no TLS)"
+                    )
+        if self.ssl_keyfile is not None and self.ssl_certfile is None:
+            raise _setting_error("ssl_keyfile", "set without STREAM_APP_SSL_CERTFILE")
+        if protocol in TLS_PROTOCOLS:
+            self.ssl_context()  # unreadable PEM is refused now, not at the first connection
+        return self
 
     def policy(self) -> Policy:
         return Policy(
@@ -58,6 +156,62 @@ class Settings(BaseSettings):
     def topic_of(self, kind: str) -> str:
         return self.topic_messages if kind == "messages" else self.topic_decisions
 
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The TLS context of every Kafka connection (None: the protocol has no TLS).
+
+        The server's certificate and host name are always checked: against
+        ``STREAM_APP_SSL_CAFILE`` when set, else the system's trusted CAs. A client
+        certificate (``STREAM_APP_SSL_CERTFILE``, ``STREAM_APP_SSL_KEYFILE``) is offered
+        when set, for brokers that authenticate clients by certificate.
+        """
+        if self.security_protocol not in TLS_PROTOCOLS:
+            return None
+        try:
+            context = ssl.create_default_context(
+                cafile=str(self.ssl_cafile) if self.ssl_cafile else None
+            )
+        except (ssl.SSLError, OSError) as exc:
+            raise _setting_error("ssl_cafile", f"not a PEM CA certificate ({exc})") from None
+        if self.ssl_certfile is not None:
+            try:
+                context.load_cert_chain(
+                    str(self.ssl_certfile), str(self.ssl_keyfile) if self.ssl_keyfile else None
+                )
+            except (ssl.SSLError, OSError) as exc:
+                raise _setting_error(
+                    "ssl_certfile", f"not a PEM certificate with its key ({exc})"
+                ) from None
+        return context
+
+    def kafka_options(self) -> dict[str, Any]:
+        """Keyword arguments for an aiokafka client (consumer, producer, admin)."""
+        options: dict[str, Any] = {"security_protocol": self.security_protocol}
+        if (context := self.ssl_context()) is not None:
+            options["ssl_context"] = context
+        if self.security_protocol in SASL_PROTOCOLS:
+            assert self.sasl_password is not None  # checked at load
+            options["sasl_mechanism"] = self.sasl_mechanism
+            options["sasl_plain_username"] = self.sasl_username
+            options["sasl_plain_password"] = self.sasl_password.get_secret_value()
+        return options
+
+    def broker_credentials(self) -> CredentialsT | None:
+        """The same connection security as Faust's ``broker_credentials`` setting."""
+        from faust import SASLCredentials, SSLCredentials
+
+        context = self.ssl_context()
+        if self.security_protocol in SASL_PROTOCOLS:
+            assert self.sasl_password is not None  # checked at load
+            return SASLCredentials(
+                username=self.sasl_username,
+                password=self.sasl_password.get_secret_value(),
+                ssl_context=context,
+                mechanism=self.sasl_mechanism,
+            )
+        if context is not None:
+            return SSLCredentials(context)
+        return None
+
 
 class SettingsError(Exception):
     """A one-line description of the first bad setting."""
@@ -68,5 +222,9 @@ def load_settings() -> Settings:
         return Settings()
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
-        name = "STREAM_APP_" + str(first["loc"][0]).upper() if first["loc"] else "STREAM_APP_*"
+        field = str(first["loc"][0]) if first["loc"] else (first.get("ctx") or {}).get("field")
+        name = f"STREAM_APP_{field.upper()}" if field else "STREAM_APP_*"
+        if field in SECRET_FIELDS or first["type"] == "setting":
+            # A secret is never echoed; a cross-field error is about the setting, not a value.
+            raise SettingsError(f"{name}: {first['msg']}") from None
         raise SettingsError(f"{name}: {first['msg']} (got {first.get('input')!r})") from None

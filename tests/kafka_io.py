@@ -13,16 +13,19 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from stream_app.replay import record_value
 
 
-def create_topics(bootstrap: str, names: Iterable[str], partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+def create_topics(bootstrap: str, names: Iterable[str], partitions: int, **config: str) -> None:
+    """``config``: more librdkafka settings (the connection's security, say)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, **config})
     futures = admin.create_topics([NewTopic(n, partitions, 1) for n in names])
     for future in futures.values():
         future.result(10)
 
 
-def publish(bootstrap: str, lines: Iterable[dict[str, Any]], topics: dict[str, str]) -> int:
+def publish(
+    bootstrap: str, lines: Iterable[dict[str, Any]], topics: dict[str, str], **config: str
+) -> int:
     """Produces replay-format lines (``topics`` maps messages/decisions to topic names)."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **config})
     count = 0
     for line in lines:
         value = line["value"]

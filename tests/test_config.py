@@ -47,6 +47,7 @@ def test_every_setting_is_read_from_its_variable(monkeypatch: pytest.MonkeyPatch
         "COMMIT_INTERVAL_MS": "250",
         "SWEEP_INTERVAL_SECONDS": "5",
         "WEB_HOST": "10.0.0.7",
+        "WEB_BIND": "127.0.0.1",
     }
     for name, value in values.items():
         monkeypatch.setenv(f"STREAM_APP_{name}", value)

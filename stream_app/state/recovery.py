@@ -17,14 +17,20 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
 from faust.tables.manager import TableManager
 from faust.tables.recovery import Recovery
+from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
 from faust.types import TP
 
 FETCH_WAIT_MS = 50
 
 
-async def partition_counts(bootstrap: str, topics: list[str]) -> dict[str, int | None]:
-    """How many partitions each topic has (None: no such topic), from fresh metadata."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+async def partition_counts(
+    bootstrap: str, topics: list[str], **options: Any
+) -> dict[str, int | None]:
+    """How many partitions each topic has (None: no such topic), from fresh metadata.
+
+    ``options``: the connection's security, as :func:`client_options` gives it.
+    """
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, **options)
     await consumer.start()
     try:
         await consumer.topics()  # a metadata request for every topic
@@ -34,11 +40,14 @@ async def partition_counts(bootstrap: str, topics: list[str]) -> dict[str, int |
 
 
 async def fetched_ends(
-    bootstrap: str, starts: dict[TP, int], timeout: float = 30.0
+    bootstrap: str, starts: dict[TP, int], timeout: float = 30.0, **options: Any
 ) -> dict[TP, int]:
     """The high watermark of a fetch at ``starts`` (the offset after the last record)."""
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=FETCH_WAIT_MS
+        bootstrap_servers=bootstrap,
+        enable_auto_commit=False,
+        fetch_max_wait_ms=FETCH_WAIT_MS,
+        **options,
     )
     await consumer.start()
     try:
@@ -64,6 +73,15 @@ def bootstrap_servers(app: Any) -> str:
     return ",".join(f"{url.host}:{url.port or 9092}" for url in app.conf.broker)
 
 
+def client_options(app: Any) -> dict[str, Any]:
+    """The app's connection security (TLS, SASL) as aiokafka options, as Faust's clients get it.
+
+    The clients made here reach the same brokers as Faust's own, so they take the same
+    ``broker_credentials``.
+    """
+    return dict(credentials_to_aiokafka_auth(app.conf.broker_credentials, app.conf.ssl_context))
+
+
 class FetchEndRecovery(Recovery):
     async def _build_highwaters(
         self, consumer: Any, tps: set[TP], destination: Counter[TP], title: str
@@ -73,7 +91,8 @@ class FetchEndRecovery(Recovery):
             return
         bootstrap = bootstrap_servers(self.app)
         # Faust keeps "end - 1": the offset of the last record.
-        ends = await fetched_ends(bootstrap, {tp: destination[tp] + 1 for tp in tps})
+        starts = {tp: destination[tp] + 1 for tp in tps}
+        ends = await fetched_ends(bootstrap, starts, **client_options(self.app))
         for tp, end in ends.items():
             destination[tp] = max(destination[tp], end - 1)
 
