@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -57,6 +58,7 @@ from stream_app.pipeline import Pipeline
 from stream_app.replay import record_value, replay
 from stream_app.state.memory import MemoryStore
 
+SOAK_STEP = 10_000  # sessions fed between two samples of (s)
 PARTITIONS = 4
 # Every consumer here waits as briefly as the worker does: tansu holds each fetch for the
 # whole wait, so a longer one would time the reader, not the worker.
@@ -253,7 +255,13 @@ async def raw_rate(bootstrap: str, records: list[tuple[str, bytes | None, bytes]
 
 
 class Workers:
-    def __init__(self, broker: EmbeddedBroker, count: int, workdir: Path) -> None:
+    def __init__(
+        self,
+        broker: EmbeddedBroker,
+        count: int,
+        workdir: Path,
+        settings: dict[str, str] | None = None,
+    ) -> None:
         run = uuid.uuid4().hex[:6]
         self.topics = {
             "messages": f"m-{run}",
@@ -282,6 +290,7 @@ class Workers:
                 # runs (a later one reads an earlier one's offsets) and locked by a second
                 # worker.
                 "STREAM_APP_DATA_DIR": str(workdir / f"worker-{run}-{i}-data"),
+                **(settings or {}),
             }
             log = open(workdir / f"worker-{run}-{i}.log", "ab")  # noqa: SIM115
             self.processes.append(
@@ -310,9 +319,12 @@ class Workers:
 
 
 @contextlib.asynccontextmanager
-async def running(broker: EmbeddedBroker, count: int, workdir: Path) -> AsyncIterator[Workers]:
-    """``count`` ready workers on their own topics; stopped on the way out."""
-    workers = Workers(broker, count, workdir)
+async def running(
+    broker: EmbeddedBroker, count: int, workdir: Path, settings: dict[str, str] | None = None
+) -> AsyncIterator[Workers]:
+    """``count`` ready workers on their own topics (``settings``: more ``STREAM_APP_*``);
+    stopped on the way out."""
+    workers = Workers(broker, count, workdir, settings)
     await create_topics(broker.bootstrap, list(workers.topics.values()))
     try:
         workers.wait_ready()
@@ -494,6 +506,89 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+async def soak(sessions: int, ttl: float) -> dict[str, Any]:
+    """(s) RSS of one worker against the sessions it holds, and after they all expired.
+
+    Idle sessions (one finished call each) arrive in batches of ``SOAK_STEP``; the worker's
+    ``/metrics`` says how many it holds. Then nothing arrives until every session has
+    outlived ``ttl`` and the sweeps have deleted it.
+    """
+    workdir = Path(tempfile.mkdtemp(prefix="soak-"))
+    settings = {
+        "STREAM_APP_SESSION_TTL_SECONDS": str(ttl),
+        "STREAM_APP_SWEEP_INTERVAL_SECONDS": "5",
+    }
+    rows: list[dict[str, float]] = []
+    with EmbeddedBroker(log=workdir / "broker-soak.log") as broker:
+        async with running(broker, 1, workdir, settings) as workers:
+            pid, port = workers.processes[0].pid, workers.ports[0]
+            started = time.monotonic()
+
+            def sample(phase: str) -> dict[str, float]:
+                row = {
+                    "seconds": round(time.monotonic() - started, 1),
+                    "sessions_held": _gauge(port, "stream_app_sessions"),
+                    "rss_mib": _rss_of(pid) / 1024,
+                }
+                rows.append(row)
+                print(
+                    f"(s) {phase:>8}: {row['seconds']:6.0f} s  {row['sessions_held']:8,.0f} "
+                    f"sessions held  RSS {row['rss_mib']:5.0f} MiB",
+                    flush=True,
+                )
+                return row
+
+            sample("start")
+            for first in range(0, sessions, SOAK_STEP):
+                batch = [
+                    (kind, sid.encode(), value)
+                    for i in range(first, min(first + SOAK_STEP, sessions))
+                    for sid in [f"soak-{i}"]
+                    for kind, value in _idle_session(sid)
+                ]
+                await produce(broker.bootstrap, batch, workers.topics)
+                deadline = time.monotonic() + 300
+                while _gauge(port, "stream_app_sessions") < min(first + SOAK_STEP, sessions):
+                    if time.monotonic() > deadline:
+                        raise TimeoutError("the worker did not take up the sessions")
+                    await asyncio.sleep(1)
+                held = sample("held")
+            deadline = time.monotonic() + ttl + 300
+            while _gauge(port, "stream_app_sessions") > 0:
+                if time.monotonic() > deadline:
+                    raise TimeoutError("the sessions did not expire")
+                await asyncio.sleep(5)
+                sample("expiring")
+            gc_settled = time.monotonic() + 15
+            while time.monotonic() < gc_settled:
+                await asyncio.sleep(5)
+            expired = sample("expired")
+    shutil.rmtree(workdir, ignore_errors=True)
+    return {
+        "sessions": sessions,
+        "ttl_seconds": ttl,
+        "rss_mib_at_most_sessions": held["rss_mib"],
+        "rss_mib_after_expiry": expired["rss_mib"],
+        "samples": rows,
+    }
+
+
+def _gauge(port: int, name: str) -> float:
+    """One unlabelled gauge from the worker's ``/metrics``."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    return 0.0
+
+
+def _rss_of(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
 def table(r: dict[str, Any]) -> str:
     rows = [
         ("raw aiokafka loop (a)", f"{r['raw_records_per_s']:,.0f} rec/s", "1.00"),
@@ -572,6 +667,20 @@ if __name__ == "__main__":
         help="how long (d) paces the input at half of (b)'s rate (default: %(default)s)",
     )
     parser.add_argument(
+        "--soak",
+        action="store_true",
+        help="only (s): one worker's RSS against sessions held and after they expired",
+    )
+    parser.add_argument(
+        "--soak-sessions", type=int, default=100_000, help="sessions for --soak (%(default)s)"
+    )
+    parser.add_argument(
+        "--soak-ttl",
+        type=float,
+        default=240.0,
+        help="their time to live, longer than feeding them takes (%(default)s s)",
+    )
+    parser.add_argument(
         "--redaction",
         action="store_true",
         help="only time Basic redaction per decision against its decode (no broker)",
@@ -579,6 +688,13 @@ if __name__ == "__main__":
     arguments = parser.parse_args()
     if arguments.redaction:
         print(redaction.report(redaction.measure()))
+        sys.exit(0)
+    if arguments.soak:
+        found = asyncio.run(soak(arguments.soak_sessions, arguments.soak_ttl))
+        RESULTS.mkdir(exist_ok=True)
+        out = RESULTS / f"soak-{time.strftime('%Y%m%dT%H%M%S')}.json"
+        out.write_bytes(orjson.dumps(found, option=orjson.OPT_INDENT_2))
+        print(f"written to {out}")
         sys.exit(0)
     arguments.worker_records = min(arguments.worker_records, arguments.records)
     result = asyncio.run(main(arguments))
