@@ -33,7 +33,7 @@ from faust.tables.manager import TableManager
 from mode.supervisors import CrashingSupervisor
 from prometheus_client import generate_latest
 
-from stream_app import logs, metrics
+from stream_app import logs, metrics, reachability
 from stream_app.checkpointing.batches import Batch, Checkpoints
 from stream_app.checkpointing.consumer import Consumer, FetchWaitConsumerThread, Transport
 from stream_app.config import Settings, load_settings
@@ -244,11 +244,22 @@ def create_app(settings: Settings) -> faust.App:
         """Live while the event loop answers."""
         return web.json({"status": "live"})
 
+    watch = reachability.Watch(settings.bootstrap_servers(), settings.kafka_options())
+
+    @app.timer(reachability.WATCH_INTERVAL)  # type: ignore[untyped-decorator]
+    async def watch_broker() -> None:
+        await watch.check()
+
     @app.page("/ready")
     async def ready(web: Any, request: Any) -> Any:
-        """Ready once table recovery has finished and no rebalance is under way."""
-        ok = cast(TableManager, app.tables).recovery.completed.is_set() and not app.rebalancing
-        return web.json({"ready": ok}, status=200 if ok else 503)
+        """Ready once table recovery has finished, while no rebalance is under way and the
+        cluster answers."""
+        recovered = cast(TableManager, app.tables).recovery.completed.is_set()
+        ok = recovered and not app.rebalancing and watch.reachable
+        return web.json(
+            {"ready": ok, "broker": "reachable" if watch.reachable else "unreachable"},
+            status=200 if ok else 503,
+        )
 
     @app.page("/metrics")
     async def metrics_page(web: Any, request: Any) -> Any:

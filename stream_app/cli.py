@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import gc
 import logging
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -60,7 +61,26 @@ def _worker(args: argparse.Namespace) -> int:
     start-up failed or a service crashed ("We experienced a crash!"), with the error as the
     exit's context. Its own log shows the traceback; the last line says which it was.
     """
-    load_settings()  # a bad setting is a one-line error before Faust starts
+    import asyncio
+
+    from stream_app.reachability import wait_for_broker
+
+    settings = load_settings()  # a bad setting is a one-line error before Faust starts
+    signal.signal(signal.SIGTERM, _interrupt)  # a stop while waiting for the broker
+    try:
+        asyncio.run(
+            wait_for_broker(
+                settings.bootstrap_servers(),
+                settings.kafka_options(),
+                settings.web_bind,
+                settings.web_port,
+            )
+        )
+    except KeyboardInterrupt:
+        logs.event("shutdown", mode="graceful")
+        return 0
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # Faust installs its own
     try:
         from stream_app.app import app
 
@@ -76,6 +96,10 @@ def _worker(args: argparse.Namespace) -> int:
             return 0
         return _crashed(stop.__context__ or worker.crash_reason, stop.code)
     return 0  # not reached: Faust always exits
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _crashed(error: BaseException | None, status: object = 1) -> int:
