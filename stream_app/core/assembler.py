@@ -54,13 +54,15 @@ def apply(
         return state, out
     state.applied[position] = offset
     if isinstance(item, SessionMessage):
-        _add_message(state, item, now, out)
+        _add_message(state, item, policy, now, out)
     else:
-        _add_decision(state, item, collapse, now, out)
+        _add_decision(state, item, collapse, policy, now, out)
     return state, out
 
 
-def _add_message(state: SessionState, item: SessionMessage, now: float, out: Outputs) -> None:
+def _add_message(
+    state: SessionState, item: SessionMessage, policy: Policy, now: float, out: Outputs
+) -> None:
     call_id = item.inference_call_id
     if (item.identity is not None and item.identity in state.seen_messages) or (
         call_id is not None and "call:" + call_id in state.seen_messages
@@ -77,11 +79,16 @@ def _add_message(state: SessionState, item: SessionMessage, now: float, out: Out
     else:
         state.pending.append(arrived)
     if call_id is not None:
-        _complete_turn(state, call_id, item, now, out)
+        _complete_turn(state, call_id, item, policy, now, out)
 
 
 def _complete_turn(
-    state: SessionState, call_id: str, final: SessionMessage, now: float, out: Outputs
+    state: SessionState,
+    call_id: str,
+    final: SessionMessage,
+    policy: Policy,
+    now: float,
+    out: Outputs,
 ) -> None:
     pending = state.pending
     if all(p.sequence is not None for p in pending):
@@ -95,7 +102,7 @@ def _complete_turn(
             "tool_calls": tool_calls,
         },
         reach=list(dict.fromkeys([call_id, *(part["id"] for part in tool_calls)])),
-        emitted_at=now,
+        emitted_at=state.stamp(now),
     )
     state.seen_messages.update(p.identity for p in state.pending if p.identity is not None)
     state.seen_messages.add("call:" + call_id)
@@ -122,14 +129,21 @@ def _complete_turn(
             turn.decisions.append(d)
     state.waiting = still_waiting
 
-    out.turns.append(TurnRevision(state.session_id, turn.render(), first=True))
+    out.turns.append(
+        TurnRevision(state.session_id, turn.render(), True, turn.revision, turn.final_after(policy))
+    )
     out.counts["turns_emitted"] += 1
     for other in revised.values():
-        _revise(state, other, out)
+        _revise(state, other, policy, out)
 
 
 def _add_decision(
-    state: SessionState, item: SessionDecision, collapse: Collapse, now: float, out: Outputs
+    state: SessionState,
+    item: SessionDecision,
+    collapse: Collapse,
+    policy: Policy,
+    now: float,
+    out: Outputs,
 ) -> None:
     sibling = item.codex_sibling
     pathless = item.decision["file_path"] == ""
@@ -171,14 +185,19 @@ def _add_decision(
     elif reached:
         out.outcome = "contributed"
         reached[0].decisions.append(stored)
-        _revise(state, reached[0], out)
+        _revise(state, reached[0], policy, out)
     else:
         out.outcome = "contributed"
         state.waiting.append(stored)
 
 
-def _revise(state: SessionState, turn: EmittedTurn, out: Outputs) -> None:
-    out.turns.append(TurnRevision(state.session_id, turn.render(), first=False))
+def _revise(state: SessionState, turn: EmittedTurn, policy: Policy, out: Outputs) -> None:
+    turn.revision += 1
+    out.turns.append(
+        TurnRevision(
+            state.session_id, turn.render(), False, turn.revision, turn.final_after(policy)
+        )
+    )
     out.counts["turn_revisions"] += 1
 
 

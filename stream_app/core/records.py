@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 import orjson
 
+from stream_app.models.timestamps import format_utc
+
 TopicKind = Literal["messages", "decisions"]
 Outcome = Literal["contributed", "duplicate", "dead_lettered"]
 
@@ -109,6 +111,13 @@ class TurnRevision:
     session_id: str
     turn: dict[str, Any]
     first: bool  # the turn's first emission, not a revision for a late decision
+    # 1 for the first emission, then 2, 3, ... per key: counted in the session's state, so
+    # a restarted worker and replay number alike (a re-emission after a crash repeats its
+    # number). A revision dead-lettered as ``turn_too_large`` leaves its number unused.
+    revision: int
+    # Epoch seconds after which no record can revise the turn (its emission + the
+    # late-decision window): the state drops the turn then (``core/expiry.py``).
+    final_after: float
     # The Turn as the turn topic's record value; serialized once, when first asked for.
     _value: list[bytes] = field(default_factory=list, compare=False, repr=False)
 
@@ -130,8 +139,17 @@ class TurnRevision:
 
     @property
     def headers(self) -> list[tuple[str, bytes]]:
-        """The record headers on the turn topic: ``session_id``, UTF-8."""
-        return [("session_id", self.session_id.encode())]
+        """The record headers on the turn topic (``core/revisions.py`` reads them back).
+
+        ``session_id`` (UTF-8), ``revision`` (ASCII decimal) and ``final_after`` (RFC 3339,
+        UTC, microseconds): a consumer dedupes and knows when a turn is final without
+        parsing the key or the value, or holding any state.
+        """
+        return [
+            ("session_id", self.session_id.encode()),
+            ("revision", str(self.revision).encode()),
+            ("final_after", format_utc(self.final_after).encode()),
+        ]
 
 
 @dataclass(slots=True)

@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from stream_app.core.policy import Policy
 from stream_app.core.records import Origin
 
 
@@ -56,6 +57,18 @@ class EmittedTurn:
     reach: list[str]  # inference_call_id and tool-call ids: what a decision's call_id can name
     emitted_at: float
     decisions: list[StoredDecision] = field(default_factory=list)
+    # The number of the latest revision emitted (1: the first emission). Kept in the state,
+    # not counted by the shell, so that a worker restarted from its changelog, and replay,
+    # number a turn's revisions alike (the ``revision`` header of the turn topic).
+    revision: int = 1
+
+    def final_after(self, policy: Policy) -> float:
+        """The instant after which nothing can revise this turn: ``expire`` drops it then.
+
+        Emission instants never decrease within a session (``stamp``), so the turns expire
+        in the order they were added and no turn outlives this instant in the state.
+        """
+        return self.emitted_at + policy.late_decision_window_seconds
 
     def render(self) -> dict[str, Any]:
         """The complete Turn, fields in schema order."""
@@ -88,6 +101,16 @@ class SessionState:
         for key, turn in self.turns.items():
             for rid in turn.reach:
                 self._reach.setdefault(rid, []).append(key)
+
+    def stamp(self, now: float) -> float:
+        """The emission instant of a new turn: ``now``, or the newest turn's if that is later.
+
+        A clock that steps back (or a session moving to a worker whose clock is behind)
+        would otherwise give a newer turn an earlier instant; ``expire`` stops at the first
+        turn still open, so such a turn would outlive the ``final_after`` it was sent with.
+        """
+        newest = next(reversed(self.turns.values()), None)
+        return now if newest is None else max(now, newest.emitted_at)
 
     def turns_reaching(self, call_id: str) -> list[EmittedTurn]:
         return [self.turns[key] for key in self._reach.get(call_id, ())]
@@ -122,6 +145,7 @@ class SessionState:
                         t.reach,
                         t.emitted_at,
                         [d.json() for d in t.decisions],
+                        t.revision,
                     ]
                     for key, t in self.turns.items()
                 ],
@@ -140,11 +164,12 @@ class SessionState:
         """``bodies`` gives a turn's body by its key, for JSON written without them."""
         doc = orjson.loads(data)
         turns = {}
-        for body, reach, at, decisions in doc["turns"]:
+        for body, reach, at, decisions, *revision in doc["turns"]:
             if bodies is not None:
                 body = bodies(body)
+            # State written before turns were numbered has no revision: count on from 1.
             turns[body["inference_call_id"]] = EmittedTurn(
-                body, reach, at, [_load_decision(d) for d in decisions]
+                body, reach, at, [_load_decision(d) for d in decisions], *revision[:1]
             )
         return cls(
             session_id=doc["session_id"],

@@ -33,7 +33,8 @@ def test_the_key_is_the_json_pair_and_the_session_is_a_header() -> None:
     assert revision.key_bytes == orjson.dumps(["s\x00:\"'é", 'm:"1\\'])
     assert revision.key.encode() == revision.key_bytes
     assert orjson.loads(revision.key_bytes) == ["s\x00:\"'é", 'm:"1\\']
-    assert revision.headers == [("session_id", "s\x00:\"'é".encode())]
+    assert revision.headers[0] == ("session_id", "s\x00:\"'é".encode())
+    assert [name for name, _ in revision.headers] == ["session_id", "revision", "final_after"]
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,109 @@
+"""The turn topic as a consumer reads it: revision headers, the latest revision of each turn,
+and whether a turn is final.
+
+The worker writes every revision of a turn under the turn's key; the topic is compacted, but
+a reader may still see several revisions of a key (compaction runs late, or never on the
+test broker). Kafka keeps a key's records in order within its partition, so the latest
+revision is the last one read there. The headers (``TurnRevision.headers``) tell a consumer
+which revision a record is and when its turn can no longer change, without reading state.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from stream_app.models.timestamps import instant_ns
+
+SESSION_ID = "session_id"
+REVISION = "revision"
+FINAL_AFTER = "final_after"
+
+
+@dataclass(frozen=True, slots=True)
+class RevisionHeaders:
+    session_id: str
+    revision: int  # 1 for the first emission of a turn, then 2, 3, ...
+    final_after: float  # epoch seconds after which nothing revises the turn
+
+
+def read_headers(headers: Iterable[tuple[str, bytes]] | None) -> RevisionHeaders | None:
+    """The revision headers of a record, or None when any is missing or malformed.
+
+    A record without them was written by a worker from before revision headers, or by
+    another producer: a consumer cannot tell whether its turn is final.
+    """
+    found = dict(headers or ())
+    try:
+        session_id = found[SESSION_ID].decode()
+        revision = int(found[REVISION].decode("ascii"))
+        final_after = instant_ns(found[FINAL_AFTER].decode("ascii")) / 1e9
+    except (KeyError, UnicodeDecodeError, ValueError):
+        return None
+    if revision < 1:
+        return None
+    return RevisionHeaders(session_id, revision, final_after)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRecord:
+    """One record of the turn topic, as far as choosing and writing the latest goes."""
+
+    partition: int
+    offset: int
+    key: bytes
+    value: bytes | None  # None: a tombstone, which deletes the key on a compacted topic
+    headers: RevisionHeaders | None
+
+
+def _replaces(new: TurnRecord, old: TurnRecord) -> bool:
+    """Whether ``new`` is a later revision of the same key than ``old``.
+
+    In one partition, the later offset is (Kafka's order, what compaction keeps). A key in
+    two partitions happens only when the topic's partitions were added to after the turn
+    was written: then the higher revision number is the later one, and without headers the
+    record read last.
+    """
+    if new.partition == old.partition:
+        return new.offset > old.offset
+    if new.headers is not None and old.headers is not None:
+        return new.headers.revision >= old.headers.revision
+    return True
+
+
+@dataclass(slots=True)
+class Latest:
+    """The latest revision of every key, fed the turn topic's records in any partition order
+    (each partition in offset order)."""
+
+    records: dict[bytes, TurnRecord] = field(default_factory=dict)
+    read: int = 0
+
+    def add(self, record: TurnRecord) -> None:
+        self.read += 1
+        old = self.records.get(record.key)
+        if old is None or _replaces(record, old):
+            self.records[record.key] = record
+
+    def select(self, now: float, include_open: bool) -> tuple[list[TurnRecord], Counter[str]]:
+        """The latest revisions to write, in topic order (partition, then offset), and counts.
+
+        A turn is final when its ``final_after`` is before ``now``; one without headers is
+        counted open, as nothing says it cannot change. Deleted keys are not written.
+        """
+        counts: Counter[str] = Counter(records_read=self.read, keys=len(self.records))
+        chosen = []
+        for record in self.records.values():
+            if record.value is None:
+                counts["deleted"] += 1
+                continue
+            if record.headers is None:
+                counts["without_headers"] += 1
+            final = record.headers is not None and record.headers.final_after < now
+            counts["final" if final else "open"] += 1
+            if final or include_open:
+                chosen.append(record)
+        chosen.sort(key=lambda r: (r.partition, r.offset))
+        counts["written"] = len(chosen)
+        return chosen, counts
