@@ -144,6 +144,89 @@ def _tail(args: argparse.Namespace) -> int:
     return 0
 
 
+def _publish(args: argparse.Namespace) -> int:
+    """Exit 0 when the file was sent (rejected lines skipped and reported), 2 when it was
+    refused (``--strict``), unreadable, or the broker failed; one line says why."""
+    import asyncio
+
+    from stream_app.clients import quiet_client_log
+    from stream_app.progress import progress
+    from stream_app.publish import PublishError, Rejected, publish, summary
+
+    quiet_client_log()
+    settings = load_settings()
+    if args.org_id is not None:
+        settings = settings.model_copy(update={"org_id": args.org_id})
+    path = Path(args.input)
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        print(f"stream-app publish: cannot read {args.input}: {exc.strerror}", file=sys.stderr)
+        return 2
+    with progress("publishing", in_bytes=True) as bar:
+        bar.update(0, size)
+
+        def rejected(r: Rejected) -> None:
+            bar.say(f"stream-app publish: {args.input}:{r.line}: {r.error} ({r.reason})")
+
+        try:
+            result = asyncio.run(
+                publish(
+                    path,
+                    settings,
+                    bootstrap=args.bootstrap,
+                    strict=args.strict,
+                    on_rejected=rejected,
+                    progress=lambda done: bar.update(done, size),
+                )
+            )
+        except PublishError as exc:
+            print(f"stream-app publish: {exc}", file=sys.stderr)
+            return 2
+        except OSError as exc:
+            print(f"stream-app publish: {exc.filename}: {exc.strerror}", file=sys.stderr)
+            return 2
+    print(summary(result), file=sys.stderr)
+    return 2 if result.refused else 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    """Exit 0 when every turn up to the topic's end is written, else 2 and one line; the
+    file appears only when complete (written beside it, then renamed)."""
+    import asyncio
+    import os
+
+    from stream_app.clients import quiet_client_log
+    from stream_app.export import ExportError, export, summary
+    from stream_app.progress import progress
+
+    quiet_client_log()
+    settings = load_settings()
+    out = Path(args.out)
+    partial = out.with_name(out.name + ".partial")
+    try:
+        with progress("exporting", in_bytes=False) as bar, partial.open("wb") as sink:
+            counts = asyncio.run(
+                export(
+                    settings,
+                    sink,
+                    bootstrap=args.bootstrap,
+                    topic=args.topic,
+                    include_open=args.include_open,
+                    progress=bar.update,
+                )
+            )
+        os.replace(partial, out)
+    except (ExportError, OSError) as exc:
+        with contextlib.suppress(OSError):
+            partial.unlink()
+        why = f"{exc.filename}: {exc.strerror}" if isinstance(exc, OSError) else str(exc)
+        print(f"stream-app export: {why}", file=sys.stderr)
+        return 2
+    print(summary(counts, args.include_open, args.out), file=sys.stderr)
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="stream-app", description=__doc__)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -187,6 +270,40 @@ def _parser() -> argparse.ArgumentParser:
     tail.add_argument("--topic", help="default: STREAM_APP_TOPIC_TURNS")
     tail.add_argument("--limit", type=int, help="stop after this many revisions")
     tail.set_defaults(run=_tail)
+
+    publish = commands.add_parser(
+        "publish",
+        help="check replay-format records and send them to the input topics",
+        description="Check each line of a replay-format file as the worker's intake would, and "
+        "send it to STREAM_APP_TOPIC_MESSAGES or STREAM_APP_TOPIC_DECISIONS keyed by its "
+        "session id, on the partition Kafka's default (murmur2) partitioner gives that key. A "
+        "line that fails is reported (line number, field) and skipped. Exit status 0 when the "
+        "file was sent; 2, with one line, when it was refused (--strict), cannot be read, a "
+        "topic does not exist or the broker fails.",
+    )
+    publish.add_argument("input", help="records, one replay-format JSON object per line")
+    publish.add_argument(
+        "--strict", action="store_true", help="send nothing if any line fails (exit 2)"
+    )
+    publish.add_argument("--bootstrap", help="host:port (default: from STREAM_APP_BROKER_URL)")
+    publish.add_argument("--org-id", help="the deployment's org id (default: STREAM_APP_ORG_ID)")
+    publish.set_defaults(run=_publish)
+
+    export = commands.add_parser(
+        "export",
+        help="write the latest revision of every final turn to a JSON-lines file",
+        description="Read the turn topic from the beginning to its end and write the latest "
+        'revision of every turn as {"key", "value"} lines; by default only turns whose '
+        "final_after header lies a minute or more in the past. Exit status 0 when written; 2, "
+        "with one line, when the broker cannot be read or the file cannot be written.",
+    )
+    export.add_argument("--out", required=True, help="where to write the turns")
+    export.add_argument(
+        "--include-open", action="store_true", help="also turns that may still be revised"
+    )
+    export.add_argument("--bootstrap", help="host:port (default: from STREAM_APP_BROKER_URL)")
+    export.add_argument("--topic", help="default: STREAM_APP_TOPIC_TURNS")
+    export.set_defaults(run=_export)
     return parser
 
 

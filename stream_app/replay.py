@@ -61,8 +61,9 @@ def _dumps_deep(value: Any) -> bytes:
     return b"".join(out)
 
 
-def _record(line: bytes, offset: int, settings: Settings) -> SourceRecord | str:
-    """The line as a source record, or why it is not one."""
+def source_record(line: bytes, offset: int, settings: Settings) -> SourceRecord | str:
+    """The line as a source record, or why it is not one (``stream-app publish`` reads
+    its input with this too, so both take the same lines)."""
     try:
         doc = orjson.loads(line)
     except orjson.JSONDecodeError as exc:
@@ -85,7 +86,7 @@ def records(lines: Iterable[bytes], settings: Settings, pipeline: Pipeline) -> I
     for offset, line in enumerate(lines):
         if not line.strip():
             continue
-        record = _record(line, offset, settings)
+        record = source_record(line, offset, settings)
         if isinstance(record, str):
             bad = SourceRecord("messages", REPLAY_INPUT_TOPIC, 0, offset, None, line.rstrip(b"\n"))
             reason = Reason.INVALID_JSON if record.startswith("line is not") else Reason.SCHEMA

@@ -1,0 +1,184 @@
+"""``stream-app export``: the latest revision of every turn, as JSON lines, for dataset builders.
+
+The turn topic holds every revision of a turn under the turn's key (compaction keeps the
+latest eventually, or never on the test broker). Export reads the topic from the beginning
+to its end, keeps the latest revision of each key (``core/revisions.py``) and writes each as
+``{"key", "value"}``, the form of ``stream-app replay``'s TURNS lines. By default only final
+turns are written: those whose ``final_after`` header is at least ``FINAL_MARGIN`` before the
+export began, so a revision still on its way to the broker, or a worker's clock a little
+behind this machine's, cannot change a turn already written out.
+
+The end is the high watermark of the first fetch response of each partition, taken after the
+export began: ListOffsets "latest" can answer short of the end (``shared/BROKER-NOTES.md``).
+Records produced after that are left for the next export.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import IO, Any
+
+import orjson
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
+
+from stream_app.clients import client_options
+from stream_app.config import Settings
+from stream_app.core.revisions import Latest, TurnRecord, read_headers
+
+CONNECT_TIMEOUT = 30.0  # seconds for the consumer to reach the cluster
+IDLE_TIMEOUT = 30.0  # seconds without a record or a fetch response before export gives up
+FETCH_WAIT_MS = 100  # the test broker holds every fetch this long when it has nothing
+FINAL_MARGIN = 60.0  # seconds a turn's final_after must lie before the export began
+
+
+class ExportError(Exception):
+    """Why export cannot finish, in one line."""
+
+
+async def read_to_end(
+    options: dict[str, Any],
+    topic: str,
+    each: Callable[[Any], None],
+    progress: Callable[[int, int | None], None] | None = None,
+) -> int:
+    """Calls ``each`` with every record of ``topic`` up to its end, partition by partition
+    in offset order; returns how many there were.
+
+    ``progress`` is told the offsets covered so far and, once every partition's end is
+    known, their total. Raises :class:`ExportError` when the broker cannot be reached, the
+    topic does not exist, or the broker stops answering for ``IDLE_TIMEOUT``.
+    """
+    consumer = AIOKafkaConsumer(
+        **options,
+        enable_auto_commit=False,
+        fetch_max_wait_ms=FETCH_WAIT_MS,
+        max_partition_fetch_bytes=4 * 1048576,
+    )
+    where = options["bootstrap_servers"]
+    try:
+        await asyncio.wait_for(consumer.start(), CONNECT_TIMEOUT)
+    except (KafkaError, OSError, TimeoutError):
+        await _stop(consumer)
+        raise ExportError(f"no Kafka broker answers at {where}") from None
+    try:
+        return await _read(consumer, topic, where, each, progress)
+    except KafkaError as exc:
+        raise ExportError(f"{where}: {exc}") from None
+    finally:
+        await _stop(consumer)
+
+
+async def _read(
+    consumer: AIOKafkaConsumer,
+    topic: str,
+    where: str,
+    each: Callable[[Any], None],
+    progress: Callable[[int, int | None], None] | None,
+) -> int:
+    partitions = consumer.partitions_for_topic(topic)
+    if not partitions:
+        raise ExportError(f"topic {topic!r} does not exist on {where}")
+    tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+    consumer.assign(tps)
+    await consumer.seek_to_beginning(*tps)
+    starts = {tp: await consumer.position(tp) for tp in tps}
+    positions = dict(starts)
+    ends: dict[TopicPartition, int] = {}
+    reading = set(tps)
+    count = 0
+    heard = time.monotonic()
+    while reading:
+        batch = await consumer.getmany(*reading, timeout_ms=FETCH_WAIT_MS * 2)
+        now = time.monotonic()
+        for tp in reading - set(ends):
+            if (end := consumer.highwater(tp)) is not None:
+                ends[tp] = end  # the end as of this fetch: later records are not read
+                heard = now
+        for tp, records in batch.items():
+            heard = now
+            for record in records:
+                if record.offset < ends[tp]:
+                    each(record)
+                    count += 1
+        for tp in list(reading):
+            positions[tp] = await consumer.position(tp)
+            if tp in ends and positions[tp] >= ends[tp]:
+                reading.discard(tp)
+                consumer.pause(tp)
+        if progress is not None:
+            total = sum(ends[tp] - starts[tp] for tp in tps) if len(ends) == len(tps) else None
+            covered = sum(min(positions[tp], ends.get(tp, positions[tp])) for tp in tps)
+            progress(covered - sum(starts.values()), total)
+        if reading and now - heard > IDLE_TIMEOUT:
+            raise ExportError(f"lost the Kafka broker at {where}: no answer for {IDLE_TIMEOUT:g} s")
+    return count
+
+
+async def _stop(consumer: AIOKafkaConsumer) -> None:
+    with contextlib.suppress(KafkaError, OSError, TimeoutError):  # going away anyway
+        await asyncio.wait_for(consumer.stop(), 5.0)
+
+
+async def export(
+    settings: Settings,
+    out: IO[bytes],
+    *,
+    bootstrap: str | None = None,
+    topic: str | None = None,
+    include_open: bool = False,
+    clock: Callable[[], float] = time.time,
+    progress: Callable[[int, int | None], None] | None = None,
+) -> Counter[str]:
+    """Writes the latest revision of every (final) turn to ``out``; returns the counts.
+
+    Keeps each key's latest record in memory until the end is read.
+    """
+    began = clock()
+    latest = Latest()
+    counts: Counter[str] = Counter()
+
+    def each(record: Any) -> None:
+        if record.key is None:
+            counts["not_turns"] += 1
+            return
+        headers = read_headers(record.headers)
+        latest.add(TurnRecord(record.partition, record.offset, record.key, record.value, headers))
+
+    read = await read_to_end(
+        client_options(settings, bootstrap), topic or settings.topic_turns, each, progress
+    )
+    chosen, selected = latest.select(began - FINAL_MARGIN, include_open)
+    counts.update(selected)
+    counts["records_read"] = read
+    for record in chosen:
+        try:
+            key = record.key.decode()
+            assert record.value is not None  # select leaves deleted keys out
+            orjson.loads(record.value)  # written as it is: it must be JSON
+        except (UnicodeDecodeError, orjson.JSONDecodeError):
+            counts["not_turns"] += 1
+            counts["written"] -= 1
+            continue
+        out.write(orjson.dumps({"key": key, "value": orjson.Fragment(record.value)}) + b"\n")
+    return counts
+
+
+def summary(counts: Counter[str], include_open: bool, target: str) -> str:
+    left = "written too" if include_open else "left out (--include-open writes them)"
+    parts = [
+        f"{counts['records_read']} records read, {counts['keys']} turns",
+        f"{counts['written']} written to {target}",
+        f"{counts['final']} final, {counts['open']} open {left}",
+    ]
+    if counts["without_headers"]:
+        parts.append(f"{counts['without_headers']} without revision headers (counted open)")
+    if counts["deleted"]:
+        parts.append(f"{counts['deleted']} deleted (tombstones)")
+    if counts["not_turns"]:
+        parts.append(f"{counts['not_turns']} records that are not turns skipped")
+    return "export: " + "; ".join(parts)
