@@ -96,6 +96,10 @@ class Consumer(faust_aiokafka.Consumer):
         deliver = self.callback
         flow = self.app.flow_control
         ordered = self.app.topics.acks_enabled_for  # the agents' sources, not changelogs
+        stopped: tuple[type[BaseException], ...] = (
+            *self.consumer_stopped_errors,
+            asyncio.CancelledError,
+        )
         try:
             while not (self.should_stop or fetcher.should_stop):
                 sought: set[TP] = set()  # read again: the rest of this fetch is stale
@@ -121,7 +125,7 @@ class Consumer(faust_aiokafka.Consumer):
                         self._n_acked = 0
                         await self.commit()
                 await asyncio.sleep(0)
-        except (*self.consumer_stopped_errors, asyncio.CancelledError):
+        except stopped:
             if not self.app.should_stop:
                 raise  # stopping the app stops the consumer under the loop: not an error
 
