@@ -159,14 +159,17 @@ class SessionState:
 
     @classmethod
     def from_json(
-        cls, data: bytes, bodies: Callable[[str], dict[str, Any]] | None = None
+        cls, data: bytes, bodies: Callable[[str], dict[str, Any] | None] | None = None
     ) -> SessionState:
-        """``bodies`` gives a turn's body by its key, for JSON written without them."""
+        """``bodies`` gives a turn's body by its key, for JSON written without them; a turn
+        whose body it cannot give (None) is left out: it can no longer be revised."""
         doc = orjson.loads(data)
         turns = {}
         for body, reach, at, decisions, *revision in doc["turns"]:
             if bodies is not None:
                 body = bodies(body)
+                if body is None:
+                    continue
             # State written before turns were numbered has no revision: count on from 1.
             turns[body["inference_call_id"]] = EmittedTurn(
                 body, reach, at, [_load_decision(d) for d in decisions], *revision[:1]

@@ -19,6 +19,7 @@ Keys: ``sessions`` is keyed by the session id (UTF-8); ``decisions`` by the JSON
 
 from __future__ import annotations
 
+import logging
 from collections import Counter, OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from typing import Any
 
 import orjson
 
+from stream_app import logs
 from stream_app.core.records import turn_key
 from stream_app.core.session import SessionState
 from stream_app.state.base import SessionStore
@@ -152,9 +154,12 @@ class TableSessions(SessionStore):
         if data is None:
             return None
 
-        def body(call_id: str) -> dict[str, Any]:
+        def body(call_id: str) -> dict[str, Any] | None:
             written = self.bodies.get(turn_key(session_id, call_id))
-            return dict(orjson.loads(written)) if written is not None else _lost(call_id)
+            if written is None:
+                _lost(session_id, call_id)
+                return None
+            return dict(orjson.loads(written))
 
         return SessionState.from_json(data, bodies=body)
 
@@ -209,9 +214,14 @@ class TableSessions(SessionStore):
         return snapshot
 
     async def write(self, snapshot: Snapshot) -> None:
-        """Writes a snapshot to the tables: a changelog record per session and entry."""
+        """Writes a snapshot to the tables: a changelog record per session and entry.
+
+        The turn bodies are acknowledged before any session that names them is sent: the
+        two changelogs are separate topics, and a worker stopped between them would leave
+        a state naming a body that recovery cannot find."""
         for key, body in snapshot.bodies.items():
             await self.bodies.put(key, body)
+        await self.bodies.written()
         for session_id, data in snapshot.sessions.items():
             await self.table.put(session_id.encode(), data)
         await self.collapse.write(snapshot)
@@ -245,5 +255,14 @@ class TableSessions(SessionStore):
         return session_id not in self._changed and session_id not in self._unwritten
 
 
-def _lost(call_id: str) -> dict[str, Any]:
-    raise LookupError(f"turn body {call_id!r} named by its session is not in turn_bodies")
+def _lost(session_id: str, call_id: str) -> None:
+    """A state names a turn whose body is not in ``turn_bodies``: bodies are acknowledged
+    before the states that name them are written, so this is state from elsewhere (an
+    older version, a hand-edited topic). The turn is left out rather than stopping the
+    worker on every read: it was emitted already, and only late decisions miss it."""
+    logs.event(
+        "turn_body_missing",
+        logging.ERROR,
+        session_id=session_id,
+        inference_call_id=call_id,
+    )

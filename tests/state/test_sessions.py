@@ -1,0 +1,94 @@
+"""Session states and the turn bodies they name, in their two tables (``state/sessions.py``)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+import pytest
+
+from stream_app.state.sessions import Snapshot, TableSessions
+from tests.factories import Run, assistant, message, tool_call
+
+
+class Changelogged:
+    """A table as TableSessions uses it, noting each send and each wait for the acks."""
+
+    def __init__(self, name: str, journal: list[str]) -> None:
+        self.name, self.journal = name, journal
+        self.data: dict[bytes, bytes] = {}
+
+    def get(self, key: bytes) -> bytes | None:
+        return self.data.get(key)
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.data)
+
+    async def put(self, key: bytes, value: bytes | None) -> None:
+        self.journal.append(f"send {self.name}")
+        if value is None:
+            self.data.pop(key, None)
+        else:
+            self.data[key] = value
+
+    async def written(self) -> None:
+        self.journal.append(f"acked {self.name}")
+
+    def partition_for_key(self, key: bytes) -> int:
+        return 0
+
+    def keys_from(self, partition: int, prefix: bytes) -> list[bytes]:
+        return [k for k in self.data if k.startswith(prefix)]
+
+
+@pytest.fixture
+def journal() -> list[str]:
+    return []
+
+
+@pytest.fixture
+def tables(journal: list[str]) -> tuple[Changelogged, Changelogged, Changelogged]:
+    return (
+        Changelogged("sessions", journal),
+        Changelogged("decisions", journal),
+        Changelogged("turn_bodies", journal),
+    )
+
+
+def finished_turn() -> Any:
+    run = Run()
+    run.msg(message(text="fix it", message_id="u1", sequence=1))
+    run.msg(assistant(message_id="a1", tool_calls=[tool_call("c1")]))
+    state = run.pipeline.store.get("s1")
+    assert state is not None and state.turns
+    return state
+
+
+def test_a_state_is_sent_only_after_the_bodies_it_names_are_acknowledged(
+    tables: tuple[Changelogged, Changelogged, Changelogged], journal: list[str]
+) -> None:
+    # Two topics, no transaction: a worker stopped between the two sends would leave a
+    # state naming a body that a recovering worker cannot find (it stopped, LookupError,
+    # on every restart).
+    sessions, decisions, bodies = tables
+    store = TableSessions(sessions, decisions, bodies)
+    store.put(finished_turn())
+    snapshot: Snapshot = store.seal()
+    asyncio.run(store.write(snapshot))
+    assert journal.index("acked turn_bodies") < journal.index("send sessions")
+    assert journal.index("send turn_bodies") < journal.index("acked turn_bodies")
+
+
+def test_a_state_naming_a_missing_body_is_read_without_that_turn(
+    tables: tuple[Changelogged, Changelogged, Changelogged],
+) -> None:
+    sessions, decisions, bodies = tables
+    state = finished_turn()
+    sessions.data[b"s1"] = state.to_json(bodies=False)  # and no body in turn_bodies
+    read = TableSessions(sessions, decisions, bodies).read("s1")
+    assert read is not None
+    assert read.turns == {}
+    assert read.applied == state.applied  # everything else as written
+    assert orjson.loads(read.to_json())["seen_messages"] == sorted(state.seen_messages)
