@@ -33,7 +33,7 @@ from faust.tables.manager import TableManager
 from mode.supervisors import CrashingSupervisor
 from prometheus_client import generate_latest
 
-from stream_app import logs, metrics, reachability
+from stream_app import heap, logs, metrics, reachability
 from stream_app.checkpointing.batches import Batch, Checkpoints
 from stream_app.checkpointing.consumer import Consumer, FetchWaitConsumerThread, Transport
 from stream_app.config import Settings, load_settings
@@ -139,7 +139,7 @@ def create_app(settings: Settings) -> faust.App:
                 return  # nothing this app writes
             if msg.value == SWEEP:
                 p = msg.partition
-                batch.emitted.append((pipeline.sweep(lambda s: _partition(s) == p), None))
+                batch.emitted.append((pipeline.sweep(store.in_partition(p)), None))
             else:
                 batch.emitted.append((pipeline.apply(load_input(msg.value)), msg.timestamp))
             return
@@ -239,6 +239,10 @@ def create_app(settings: Settings) -> faust.App:
         for partition in range(partitions):
             await sessions.send(key=None, value=SWEEP, partition=partition)
 
+    @app.timer(heap.INTERVAL)  # type: ignore[untyped-decorator]
+    async def give_back_memory() -> None:
+        heap.give_back()
+
     @app.page("/health")
     async def health(web: Any, request: Any) -> Any:
         """Live while the event loop answers."""
@@ -302,7 +306,7 @@ def create_app(settings: Settings) -> faust.App:
 
     @app.on_rebalance_complete.connect  # type: ignore[arg-type]
     async def on_recovered(app: faust.App, **kwargs: Any) -> None:
-        logs.event("recovery_done", sessions=len(store))
+        logs.event("recovery_done", sessions=store.recount())
 
     @app.task  # type: ignore[untyped-decorator]
     async def on_startup() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from stream_app.core.assembler import apply
 from stream_app.core.dead_letter import keep_turns_that_fit
@@ -46,15 +46,14 @@ class Pipeline:
             applied.counts.update(out.counts)
         return applied
 
-    def sweep(self, only: Callable[[str], bool] | None = None) -> Outputs:
-        """Expire idle sessions and closed turns of the sessions this store holds.
-
-        ``only`` picks some of them: a worker sweeps one partition at a time.
-        """
+    def sweep(self, session_ids: Iterable[str] | None = None) -> Outputs:
+        """Expire idle sessions and closed turns among ``session_ids`` (default: all the
+        sessions this store holds); a worker sweeps one partition at a time."""
         out = Outputs()
         now = self.clock()
-        for session_id in self.store.session_ids():
-            if only is not None and not only(session_id):
+        for session_id in self.store.session_ids() if session_ids is None else session_ids:
+            at = self.store.due_at(session_id, self.policy)
+            if at is None or now <= at:
                 continue
             state = self.store.get(session_id)
             if state is None:

@@ -24,8 +24,11 @@ source record once, by offset, so a record that came after a later one was taken
 duplicate: a session lost it. Here each partition of an agent's source is delivered from the
 offset it was sought to, one offset after the other; any other offset makes the partition be
 sought back, and offsets missing from that fresh read do not exist and are a gap. The loop
-also awaits each delivery instead of racing it against the flow's suspension in two tasks
-per message (Faust's ``wait_first``, a tenth of a busy worker's CPU).
+also awaits each such delivery instead of racing it against the flow's suspension in two
+tasks per message (Faust's ``wait_first``, a tenth of a busy worker's CPU). Changelog
+records (a standby's) keep Faust's delivery exactly: a standby that skipped one and applied
+the next would persist an offset past it, and a worker taking the partition over would
+never read it (turn bodies went missing so when the streams' flow was paused).
 
 The agent acknowledges an event only once its turns, dead letters and state are written, and
 Faust flushes the producer before every commit, so a committed offset is one whose effects
@@ -94,7 +97,6 @@ class Consumer(faust_aiokafka.Consumer):
     async def _drain_messages(self, fetcher: ServiceT) -> None:
         """Faust's drain loop, delivering each partition in order from where it was sought."""
         deliver = self.callback
-        flow = self.app.flow_control
         ordered = self.app.topics.acks_enabled_for  # the agents' sources, not changelogs
         stopped: tuple[type[BaseException], ...] = (
             *self.consumer_stopped_errors,
@@ -106,16 +108,18 @@ class Consumer(faust_aiokafka.Consumer):
                 async for tp, message in self.getmany(timeout=1.0):
                     if tp in sought:
                         continue
-                    if not (flow.is_active() and self.flow_active):
-                        continue  # the stream would drop it; the rebalance's seek rereads it
                     offset = message.offset
-                    if ordered(message.topic):
-                        expected = self._next.get(tp)
-                        if expected is not None and offset < expected:
-                            continue  # delivered already, since the last seek
-                        if not await self._in_order(tp, offset):
-                            sought.add(tp)
-                            continue
+                    if not ordered(message.topic):
+                        await self._deliver_as_faust_does(tp, message)
+                        continue
+                    if not self.flow_active:
+                        continue  # a rebalance is under way; its seek reads it again
+                    expected = self._next.get(tp)
+                    if expected is not None and offset < expected:
+                        continue  # delivered already, since the last seek
+                    if not await self._in_order(tp, offset):
+                        sought.add(tp)
+                        continue
                     seeks = self._seeks
                     await deliver(message)  # a wait in here ends with the rebalance too
                     if seeks == self._seeks:  # else delivered to a stream that drops it
@@ -128,6 +132,13 @@ class Consumer(faust_aiokafka.Consumer):
         except stopped:
             if not self.app.should_stop:
                 raise  # stopping the app stops the consumer under the loop: not an error
+
+    async def _deliver_as_faust_does(self, tp: TP, message: Message) -> None:
+        """A changelog record (a standby's, or a reply): Faust's own delivery, unchanged."""
+        last = self._read_offset[tp]
+        if last is None or message.offset >= last:
+            await self.wait_first(self.callback(message), self.suspend_flow.wait())
+            self._read_offset[tp] = message.offset
 
     async def _in_order(self, tp: TP, offset: int) -> bool:
         """Whether ``offset`` (not below the expected one) may be delivered; if not, the

@@ -14,10 +14,18 @@ from stream_app.models.dead_letter import Reason
 
 def due(state: SessionState, policy: Policy, now: float) -> bool:
     """Whether ``expire`` would change anything: a cheap check made on every record."""
-    if now - state.last_seen > policy.session_ttl_seconds:
-        return True
     oldest = next(iter(state.turns.values()), None)
-    return oldest is not None and oldest.emitted_at < now - policy.late_decision_window_seconds
+    return now > due_at(state.last_seen, None if oldest is None else oldest.emitted_at, policy)
+
+
+def due_at(last_seen: float, oldest_emitted: float | None, policy: Policy) -> float:
+    """The instant after which ``expire`` changes a session: the end of its idle time, or
+    its oldest turn leaving the late-decision window, whichever comes first. A sweep asks
+    this of every session it holds, from two numbers rather than the decoded state."""
+    at = last_seen + policy.session_ttl_seconds
+    if oldest_emitted is not None:
+        at = min(at, oldest_emitted + policy.late_decision_window_seconds)
+    return at
 
 
 def expire(state: SessionState, policy: Policy, now: float) -> tuple[SessionState | None, Outputs]:

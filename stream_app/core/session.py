@@ -157,6 +157,14 @@ class SessionState:
             }
         )
 
+    @staticmethod
+    def due_inputs(data: bytes) -> tuple[float, float | None]:
+        """``last_seen`` and the oldest turn's emission instant of a state as ``to_json``
+        wrote it (with or without bodies), without building the state."""
+        doc = orjson.loads(data)
+        turns = doc["turns"]
+        return doc["last_seen"], (turns[0][2] if turns else None)
+
     @classmethod
     def from_json(
         cls, data: bytes, bodies: Callable[[str], dict[str, Any] | None] | None = None

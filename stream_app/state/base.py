@@ -6,6 +6,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 
 from stream_app.core.collapse import Collapse
+from stream_app.core.expiry import due_at
+from stream_app.core.policy import Policy
 from stream_app.core.session import SessionState
 
 
@@ -27,3 +29,13 @@ class SessionStore(ABC):
 
     @abstractmethod
     def __len__(self) -> int: ...
+
+    def due_at(self, session_id: str, policy: Policy) -> float | None:
+        """When the session next needs expiring (``core/expiry.due_at``); None: not held.
+        A store that can tell without decoding the whole state should: a sweep asks it of
+        every session."""
+        state = self.get(session_id)
+        if state is None:
+            return None
+        oldest = next(iter(state.turns.values()), None)
+        return due_at(state.last_seen, None if oldest is None else oldest.emitted_at, policy)

@@ -28,11 +28,15 @@ from typing import Any
 import orjson
 
 from stream_app import logs
+from stream_app.core.expiry import due_at
+from stream_app.core.policy import Policy
 from stream_app.core.records import turn_key
 from stream_app.core.session import SessionState
 from stream_app.state.base import SessionStore
 
-LIVE_SESSIONS = 20_000  # decoded states kept in memory once written (~4 KB each)
+# Decoded states kept in memory once written: the sessions a worker is working on. About
+# 10 KB each with their turns; one not kept is decoded again from the table (~0.1 ms).
+LIVE_SESSIONS = 5_000
 
 
 def collapse_key(session_id: str, key: str) -> bytes:
@@ -138,6 +142,7 @@ class TableSessions(SessionStore):
         self._changed: set[str] = set()  # since the last seal
         self._unwritten: Counter[str] = Counter()  # sealed, not yet written
         self._sealed = 0
+        self._held = 0  # sessions held (``recount``)
 
     def get(self, session_id: str) -> SessionState | None:
         if session_id in self._live:
@@ -164,28 +169,66 @@ class TableSessions(SessionStore):
         return SessionState.from_json(data, bodies=body)
 
     def put(self, state: SessionState) -> None:
+        if not self._holds(state.session_id):
+            self._held += 1
         self._live[state.session_id] = state
         self._live.move_to_end(state.session_id)
         self._changed.add(state.session_id)
 
     def delete(self, session_id: str) -> None:
+        if self._holds(session_id):
+            self._held -= 1
         self._live[session_id] = None
         self._changed.add(session_id)
+
+    def _holds(self, session_id: str) -> bool:
+        if session_id in self._live:
+            return self._live[session_id] is not None
+        return self.table.get(session_id.encode()) is not None
 
     def session_ids(self) -> Iterator[str]:
         held = {key.decode() for key in self.table}
         held.update(s for s, state in self._live.items() if state is not None)
         return iter(sorted(held))
 
+    def in_partition(self, partition: int) -> list[str]:
+        """The sessions of one partition: what its sweep reads, one partition's keys."""
+        held = {key.decode() for key in self.table.keys_from(partition, b"")}
+        for session_id, state in self._live.items():
+            if self.table.partition_for_key(session_id.encode()) == partition:
+                if state is None:
+                    held.discard(session_id)
+                else:
+                    held.add(session_id)
+        return sorted(held)
+
     def __len__(self) -> int:
-        """Sessions held: those in the table, as the batches since changed them."""
+        """Sessions held, as counted by ``recount`` and kept up to date by every change:
+        counting the table's keys on every scrape of ``/metrics`` held on to memory in
+        proportion to the sessions held (RSS 846 MiB at 60,000 sessions, 347 without)."""
+        return self._held
+
+    def recount(self) -> int:
+        """Counts the sessions held: those in the table, as the batches since changed them.
+        After partitions moved (the table's keys are the new partitions')."""
         held = {key.decode() for key in self.table}
         for session_id in self._changed | set(self._unwritten):
             if self._live[session_id] is None:
                 held.discard(session_id)
             else:
                 held.add(session_id)
-        return len(held)
+        self._held = len(held)
+        return self._held
+
+    def due_at(self, session_id: str, policy: Policy) -> float | None:
+        """From the two numbers in the stored state: a sweep neither decodes every session
+        it holds (nor their turn bodies) nor keeps them in memory."""
+        if session_id in self._live:
+            return super().due_at(session_id, policy)
+        data = self.table.get(session_id.encode())
+        if data is None:
+            return None
+        return due_at(*SessionState.due_inputs(data), policy)
 
     def peek(self, session_id: str) -> SessionState | None:
         """The session as applied so far, written or not; nothing is kept in memory for it."""

@@ -21,6 +21,18 @@ from yarl import URL
 
 from stream_app.models.topics import partition_for
 
+# Faust opens each table partition's RocksDB with 64 MiB write buffers (three of them) and a
+# 2 GiB block cache: a worker's 12 databases (3 tables x 4 partitions) could hold gigabytes.
+# The state is small records read back by key, mostly from the worker's own memory of the
+# sessions it works on: a few MiB a database is plenty, and memory no longer grows with
+# the sessions held (issue 10 item 9, ``python -m bench --soak``).
+ROCKSDB_OPTIONS = {
+    "write_buffer_size": 4 * 1024 * 1024,
+    "max_write_buffer_number": 2,
+    "block_cache_size": 4 * 1024 * 1024,
+    "block_cache_compressed_size": 0,
+}
+
 
 class _KeyPartitioned:
     table: Any  # a KeyPartitionedTable
@@ -67,7 +79,8 @@ class MemoryStore(_KeyPartitioned, memory.Store):  # type: ignore[type-arg]
         self._key_partition.pop(key, None)
 
     def keys_from(self, partition: int, prefix: bytes) -> list[bytes]:
-        return sorted(k for k in self.data if k.startswith(prefix))
+        keys = (k for k in self.data if k.startswith(prefix))
+        return sorted(k for k in keys if self._partition(k) == partition)
 
 
 class KeyPartitionedTable(Table[bytes, bytes]):
@@ -80,6 +93,7 @@ class KeyPartitionedTable(Table[bytes, bytes]):
         kwargs.setdefault("use_partitioner", True)
         kwargs.setdefault("key_type", bytes)
         kwargs.setdefault("value_type", bytes)
+        kwargs["options"] = {**ROCKSDB_OPTIONS, **(kwargs.get("options") or {})}
         super().__init__(*args, **kwargs)
         self._unwritten: list[Any] = []  # changelog records sent, not yet acknowledged
 

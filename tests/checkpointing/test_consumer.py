@@ -162,10 +162,37 @@ def test_a_delivery_that_outlives_a_seek_to_the_committed_offsets_leaves_their_o
     assert consumer._next[tp] == 3
 
 
-def test_nothing_is_delivered_while_the_flow_is_suspended(consumer: Consumer) -> None:
+def test_nothing_is_delivered_while_the_consumer_flow_is_stopped(consumer: Consumer) -> None:
     consumer._next[tp] = 5
     fetches = Fetches(consumer, [5, 6])
-    consumer.app.flow_control.suspend()
+    consumer.stop_flow()  # a rebalance has begun
     asyncio.run(consumer._drain_messages(fetches))  # type: ignore[arg-type]
     assert fetches.delivered == []
     assert consumer._next[tp] == 5
+
+
+def test_a_changelog_record_is_delivered_as_faust_delivers_it(consumer: Consumer) -> None:
+    # A standby's changelog records are not an agent's source: dropping one while the
+    # streams' flow control was paused (recovery) and applying the next lost it, because
+    # the standby's persisted offset moved past it (turn bodies went missing after a
+    # partition moved).
+    changelog = TP("app-sessions-changelog", 0)
+    fetches = Fetches(consumer)
+    consumer.app.flow_control.suspend()
+
+    async def getmany(timeout: float) -> AsyncIterator[tuple[TP, ConsumerMessage]]:
+        if fetches.should_stop:
+            return
+        fetches.should_stop = True
+        for offset in (7, 8):
+            yield (
+                changelog,
+                ConsumerMessage(
+                    changelog.topic, 0, offset, 0.0, 0, [], b"k", b"v", None, 1, 1, tp=changelog
+                ),
+            )
+
+    consumer.getmany = getmany  # type: ignore[method-assign]
+    # Faust's wait_first runs its tasks on the consumer's own event loop.
+    consumer.loop.run_until_complete(consumer._drain_messages(fetches))  # type: ignore[arg-type]
+    assert fetches.delivered == [7, 8]

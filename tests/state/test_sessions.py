@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
+from stream_app.core.records import turn_key
 from stream_app.state.sessions import Snapshot, TableSessions
 from tests.factories import Run, assistant, message, tool_call
 
@@ -92,3 +93,46 @@ def test_a_state_naming_a_missing_body_is_read_without_that_turn(
     assert read.turns == {}
     assert read.applied == state.applied  # everything else as written
     assert orjson.loads(read.to_json())["seen_messages"] == sorted(state.seen_messages)
+
+
+def test_a_sweep_decodes_only_the_sessions_it_expires(
+    tables: tuple[Changelogged, Changelogged, Changelogged],
+) -> None:
+    # A sweep asks every held session whether it is due; decoding each (and reading its
+    # turn bodies) made a worker's memory grow with the sessions it held.
+    from stream_app.core.policy import Policy
+    from stream_app.pipeline import Pipeline
+
+    sessions, decisions, bodies = tables
+    state = finished_turn()
+    for i, last_seen in enumerate([100.0, 100.0, 5_000.0]):
+        state.session_id, state.last_seen = f"s{i}", last_seen
+        sessions.data[f"s{i}".encode()] = state.to_json(bodies=False)
+        for call_id, turn in state.turns.items():
+            bodies.data[turn_key(f"s{i}", call_id)] = orjson.dumps(turn.body)
+    store = TableSessions(sessions, decisions, bodies)
+    policy = Policy(org_id="acme", session_ttl_seconds=1_000.0)
+    out = Pipeline(policy, store, clock=lambda: 5_500.0).sweep()
+    assert out.counts["sessions_expired"] == 2
+    assert set(store._live) == {"s0", "s1"}  # read to be deleted; s2 was never decoded
+    assert store._live["s0"] is None and store._live["s1"] is None
+
+
+def test_sessions_held_are_counted_as_they_change_not_by_reading_the_table(
+    tables: tuple[Changelogged, Changelogged, Changelogged],
+) -> None:
+    sessions, decisions, bodies = tables
+    state = finished_turn()
+    sessions.data[b"s1"] = state.to_json(bodies=False)
+    store = TableSessions(sessions, decisions, bodies)
+    assert store.recount() == 1 and len(store) == 1
+    store.get("s1")
+    store.put(state)  # changed, not new
+    store.get("s2")
+    state.session_id = "s2"
+    store.put(state)  # new
+    assert len(store) == 2
+    store.delete("s1")
+    assert len(store) == 1
+    sessions.data.clear()  # /metrics reads the count, not the table
+    assert len(store) == 1
