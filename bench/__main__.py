@@ -49,6 +49,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from bench import peers, redaction
 from bench.reading import from_the_start, peak_rss_kib, wait_ready
 from bench.workload import generate
+from stream_app import heap
 from stream_app.cli import tune_gc
 from stream_app.config import Settings
 from stream_app.core.policy import Policy
@@ -510,13 +511,14 @@ async def soak(sessions: int, ttl: float) -> dict[str, Any]:
     """(s) RSS of one worker against the sessions it holds, and after they all expired.
 
     Idle sessions (one finished call each) arrive in batches of ``SOAK_STEP``; the worker's
-    ``/metrics`` says how many it holds. Then nothing arrives until every session has
-    outlived ``ttl`` and the sweeps have deleted it.
+    ``/metrics`` says how many it holds. When all have arrived and the worker has rested,
+    its RSS is the memory for that many sessions; then nothing arrives until every session
+    has outlived ``ttl`` and the sweeps have deleted it.
     """
     workdir = Path(tempfile.mkdtemp(prefix="soak-"))
     settings = {
         "STREAM_APP_SESSION_TTL_SECONDS": str(ttl),
-        "STREAM_APP_SWEEP_INTERVAL_SECONDS": "5",
+        "STREAM_APP_SWEEP_INTERVAL_SECONDS": "10",
     }
     rows: list[dict[str, float]] = []
     with EmbeddedBroker(log=workdir / "broker-soak.log") as broker:
@@ -552,7 +554,11 @@ async def soak(sessions: int, ttl: float) -> dict[str, Any]:
                     if time.monotonic() > deadline:
                         raise TimeoutError("the worker did not take up the sessions")
                     await asyncio.sleep(1)
-                held = sample("held")
+                sample("feeding")
+            # What a worker holds at rest: the allocator's free memory is given back every
+            # heap.INTERVAL seconds (``stream_app/heap.py``), not while records pour in.
+            await asyncio.sleep(heap.INTERVAL + 5)
+            held = sample("held")
             deadline = time.monotonic() + ttl + 300
             while _gauge(port, "stream_app_sessions") > 0:
                 if time.monotonic() > deadline:
@@ -568,6 +574,7 @@ async def soak(sessions: int, ttl: float) -> dict[str, Any]:
         "sessions": sessions,
         "ttl_seconds": ttl,
         "rss_mib_at_most_sessions": held["rss_mib"],
+        "peak_rss_mib_while_feeding": max(r["rss_mib"] for r in rows if r is not held),
         "rss_mib_after_expiry": expired["rss_mib"],
         "samples": rows,
     }

@@ -139,7 +139,8 @@ def create_app(settings: Settings) -> faust.App:
                 return  # nothing this app writes
             if msg.value == SWEEP:
                 p = msg.partition
-                batch.emitted.append((pipeline.sweep(store.in_partition(p)), None))
+                due = store.due_in(p, policy, pipeline.clock())
+                batch.emitted.append((pipeline.sweep(due), None))
             else:
                 batch.emitted.append((pipeline.apply(load_input(msg.value)), msg.timestamp))
             return

@@ -28,6 +28,7 @@ from typing import Any
 import orjson
 
 from stream_app import logs
+from stream_app.core import expiry
 from stream_app.core.expiry import due_at
 from stream_app.core.policy import Policy
 from stream_app.core.records import turn_key
@@ -191,16 +192,25 @@ class TableSessions(SessionStore):
         held.update(s for s, state in self._live.items() if state is not None)
         return iter(sorted(held))
 
-    def in_partition(self, partition: int) -> list[str]:
-        """The sessions of one partition: what its sweep reads, one partition's keys."""
-        held = {key.decode() for key in self.table.keys_from(partition, b"")}
-        for session_id, state in self._live.items():
-            if self.table.partition_for_key(session_id.encode()) == partition:
-                if state is None:
-                    held.discard(session_id)
-                else:
-                    held.add(session_id)
-        return sorted(held)
+    def due_in(self, partition: int, policy: Policy, now: float) -> list[str]:
+        """The sessions of one partition that ``expire`` would change now: what its sweep
+        decodes. One pass over the partition's states, reading two numbers of each; no
+        state is decoded or kept in memory for it."""
+        due = []
+        live = self._live
+        for key, data in self.table.items_from(partition, b""):
+            session_id = key.decode()
+            if session_id not in live and now > due_at(*SessionState.due_inputs(data), policy):
+                due.append(session_id)
+        mine = self.table.partition_for_key
+        due.extend(
+            session_id
+            for session_id, state in live.items()
+            if state is not None
+            and mine(session_id.encode()) == partition
+            and expiry.due(state, policy, now)
+        )
+        return due
 
     def __len__(self) -> int:
         """Sessions held, as counted by ``recount`` and kept up to date by every change:

@@ -60,13 +60,19 @@ class RocksDBStore(_KeyPartitioned, rocksdb.Store):
 
     def keys_from(self, partition: int, prefix: bytes) -> list[bytes]:
         """The keys of a partition that start with ``prefix``, in key order."""
+        return [key for key, _ in self.items_from(partition, prefix)]
+
+    def items_from(self, partition: int, prefix: bytes) -> list[tuple[bytes, bytes]]:
+        """The keys and values of a partition whose keys start with ``prefix``, in one
+        pass over its database."""
         it = self._db_for_partition(partition).iter()
         it.seek(prefix)
-        keys = []
+        items = []
         while it.valid() and (key := it.key()).startswith(prefix):
-            keys.append(key)
+            if key != self.offset_key:  # Faust's own: the changelog offset it has applied
+                items.append((key, it.value()))
             it.next()
-        return keys
+        return items
 
 
 class MemoryStore(_KeyPartitioned, memory.Store):  # type: ignore[type-arg]
@@ -79,8 +85,11 @@ class MemoryStore(_KeyPartitioned, memory.Store):  # type: ignore[type-arg]
         self._key_partition.pop(key, None)
 
     def keys_from(self, partition: int, prefix: bytes) -> list[bytes]:
+        return [key for key, _ in self.items_from(partition, prefix)]
+
+    def items_from(self, partition: int, prefix: bytes) -> list[tuple[bytes, bytes]]:
         keys = (k for k in self.data if k.startswith(prefix))
-        return sorted(k for k in keys if self._partition(k) == partition)
+        return sorted((k, self.data[k]) for k in keys if self._partition(k) == partition)
 
 
 class KeyPartitionedTable(Table[bytes, bytes]):
@@ -134,6 +143,9 @@ class KeyPartitionedTable(Table[bytes, bytes]):
 
     def keys_from(self, partition: int, prefix: bytes) -> list[bytes]:
         return cast(RocksDBStore | MemoryStore, self.data).keys_from(partition, prefix)
+
+    def items_from(self, partition: int, prefix: bytes) -> list[tuple[bytes, bytes]]:
+        return cast(RocksDBStore | MemoryStore, self.data).items_from(partition, prefix)
 
     def _new_store_by_url(self, url: str | URL) -> StoreT[bytes, bytes]:
         scheme = URL(str(url)).scheme

@@ -43,6 +43,9 @@ class Changelogged:
     def keys_from(self, partition: int, prefix: bytes) -> list[bytes]:
         return [k for k in self.data if k.startswith(prefix)]
 
+    def items_from(self, partition: int, prefix: bytes) -> list[tuple[bytes, bytes]]:
+        return [(k, v) for k, v in self.data.items() if k.startswith(prefix)]
+
 
 @pytest.fixture
 def journal() -> list[str]:
@@ -112,7 +115,10 @@ def test_a_sweep_decodes_only_the_sessions_it_expires(
             bodies.data[turn_key(f"s{i}", call_id)] = orjson.dumps(turn.body)
     store = TableSessions(sessions, decisions, bodies)
     policy = Policy(org_id="acme", session_ttl_seconds=1_000.0)
-    out = Pipeline(policy, store, clock=lambda: 5_500.0).sweep()
+    due = store.due_in(0, policy, now=5_500.0)
+    assert sorted(due) == ["s0", "s1"]
+    assert store._live == {}  # nothing decoded to find them
+    out = Pipeline(policy, store, clock=lambda: 5_500.0).sweep(due)
     assert out.counts["sessions_expired"] == 2
     assert set(store._live) == {"s0", "s1"}  # read to be deleted; s2 was never decoded
     assert store._live["s0"] is None and store._live["s1"] is None

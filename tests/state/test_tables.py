@@ -8,6 +8,7 @@ from pathlib import Path
 
 import faust
 import pytest
+from faust.types import TP
 
 from stream_app.app import App
 from stream_app.models.topics import partition_for
@@ -109,3 +110,21 @@ def test_snapshots_written_in_order_keep_their_order(decisions: KeyPartitionedTa
     for snapshot in (first, second):
         collapse.settled(snapshot)
     assert collapse.first("ab", "nk1") is None
+
+
+def test_a_partitions_items_are_the_tables_own_and_no_one_elses(
+    decisions: KeyPartitionedTable,
+) -> None:
+    # Faust keeps the changelog offset it has applied in each RocksDB database, under a key
+    # of its own; a sweep that read it as a session's state stopped the worker.
+    for session in SESSIONS:
+        decisions.data[collapse_key(session, "nk")] = b"d1"
+    partition = partition_for(SESSIONS[0].encode(), PARTITIONS)
+    if hasattr(decisions.data, "set_persisted_offset"):
+        decisions.data.set_persisted_offset(
+            TP(decisions.changelog_topic.get_topic_name(), partition), 41
+        )
+    items = decisions.items_from(partition, b"")
+    assert items
+    assert all(session_of(key) in {s.encode() for s in SESSIONS} for key, _ in items)
+    assert {partition_for(session_of(key), PARTITIONS) for key, _ in items} == {partition}
