@@ -218,15 +218,6 @@ def assigned(worker: WorkerProcess) -> list[str]:
     return latest
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason=(
-        "open hole: in 2 of 10 runs on the Faust worker a session whose partition moved "
-        "between workers ended with one record's effect missing (a pending user message "
-        "absent from a turn; a joined decision absent from a turn's last revision); not yet "
-        "traced (README, 'Known holes')"
-    ),
-)
 def test_a_second_worker_joins_mid_stream_and_takes_over_when_the_first_stops(
     pipeline: Pipeline,
 ) -> None:
