@@ -269,7 +269,11 @@ def create_app(settings: Settings) -> faust.App:
     @app.page("/metrics")
     async def metrics_page(web: Any, request: Any) -> Any:
         metrics.SESSIONS.set(len(store))
-        for tp in app.consumer.assignment():
+        assigned = app.consumer.assignment()
+        for tp in [tp for tp in last_read if tp not in assigned]:
+            del last_read[tp]  # moved to another worker, which reports its lag now
+        metrics.LAG.clear()
+        for tp in assigned:
             if tp in last_read and (highwater := app.consumer.highwater(tp)) is not None:
                 lag = max(0, highwater - last_read[tp] - 1)
                 metrics.LAG.labels(topic=tp.topic, partition=str(tp.partition)).set(lag)
@@ -320,6 +324,7 @@ def create_app(settings: Settings) -> faust.App:
         root.setLevel(min(levels) if levels else logging.INFO)
         for t in (turns, dead_letters):
             await t.maybe_declare()
+        metrics.declare(list(kinds))
         logs.event(
             "startup",
             app_id=settings.id,

@@ -6,6 +6,8 @@ from collections import Counter as Counts
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from stream_app.models.dead_letter import Reason
+
 REGISTRY = CollectorRegistry()
 
 RECORDS = Counter(
@@ -75,3 +77,13 @@ def count(counts: Counts[str]) -> None:
             MALFORMED_ARGUMENTS.inc(n)
         elif name == "reprocessed":
             REPROCESSED.inc(n)
+
+
+def declare(input_topics: list[str]) -> None:
+    """Creates every labelled series at zero: an alert on ``increase()`` sees the first
+    dead letter of a reason, or the first record of a topic, only if its series was
+    there before it."""
+    for reason in Reason:
+        DEAD_LETTERS.labels(reason=reason.value)
+    for topic in input_topics:
+        RECORDS.labels(topic=topic)

@@ -55,6 +55,9 @@ def test_counters_move_exactly_as_the_example_requires(
         assert ("stream_app_duplicates_total", (("kind", "message"),)) not in m
         for reason in ("invalid_json", "schema", "tenant_mismatch", "unattributable_decision"):
             assert m[("stream_app_dead_letters_total", (("reason", reason),))] == 1, reason
+        # Every reason's series exists from the start: an increase() alert sees the first.
+        for reason in ("too_large", "orphaned_decision", "turn_too_large"):
+            assert m[("stream_app_dead_letters_total", (("reason", reason),))] == 0, reason
         assert m[("stream_app_parts_skipped_total", ())] == 1
         assert m[("stream_app_malformed_tool_arguments_total", ())] == 0
         assert m[("stream_app_sessions", ())] == 1

@@ -23,7 +23,9 @@ when that seek failed ("exception performing seek when flow not active"). The co
 source record once, by offset, so a record that came after a later one was taken for a
 duplicate: a session lost it. Here each partition of an agent's source is delivered from the
 offset it was sought to, one offset after the other; any other offset makes the partition be
-sought back, and offsets missing from that fresh read do not exist and are a gap. The loop
+sought back, and offsets missing from that fresh read do not exist and are a gap. A
+rebalance clears the expectations: what an earlier generation delivered (and the stream
+dropped, its generation past) is read again from the committed offset and delivered. The loop
 also awaits each such delivery instead of racing it against the flow's suspension in two
 tasks per message (Faust's ``wait_first``, a tenth of a busy worker's CPU). Changelog
 records (a standby's) keep Faust's delivery exactly: a standby that skipped one and applied
@@ -159,6 +161,16 @@ class Consumer(faust_aiokafka.Consumer):
         with contextlib.suppress(IllegalStateError):  # no longer assigned: the rebalance
             await self.seek(tp, expected)  # under way seeks to the committed offset
         return False
+
+    def stop_flow(self) -> None:
+        """A rebalance begins: no partition expects an offset any more. The new assignment
+        reads each partition from its committed offset, and what an earlier generation
+        delivered (and the stream then dropped) must be delivered again, not taken for
+        read; the seek after recovery sets the expectations anew."""
+        super().stop_flow()
+        self._seeks += 1
+        self._next.clear()
+        self._rereading.clear()
 
     async def wait_empty(self) -> None:
         """Before a rebalance or a stop: every applied event settled, then Faust's wait."""

@@ -163,9 +163,9 @@ def test_a_delivery_that_outlives_a_seek_to_the_committed_offsets_leaves_their_o
 
 
 def test_nothing_is_delivered_while_the_consumer_flow_is_stopped(consumer: Consumer) -> None:
-    consumer._next[tp] = 5
     fetches = Fetches(consumer, [5, 6])
     consumer.stop_flow()  # a rebalance has begun
+    consumer._next[tp] = 5
     asyncio.run(consumer._drain_messages(fetches))  # type: ignore[arg-type]
     assert fetches.delivered == []
     assert consumer._next[tp] == 5
@@ -196,3 +196,16 @@ def test_a_changelog_record_is_delivered_as_faust_delivers_it(consumer: Consumer
     # Faust's wait_first runs its tasks on the consumer's own event loop.
     consumer.loop.run_until_complete(consumer._drain_messages(fetches))  # type: ignore[arg-type]
     assert fetches.delivered == [7, 8]
+
+
+def test_a_new_assignment_delivers_again_what_an_earlier_generation_delivered(
+    consumer: Consumer,
+) -> None:
+    # Records delivered before a rebalance were dropped by the stream (their generation),
+    # and the new assignment reads them again from the committed offset, before the seek
+    # after recovery: taken for read, they were never applied, and a later record was.
+    consumer._next[tp] = 1002
+    consumer.stop_flow()  # the rebalance
+    consumer.resume_flow()  # recovery done, before its seek
+    fetches = drain(consumer, [958, 959, 960])
+    assert fetches.delivered == [958, 959, 960]
