@@ -163,13 +163,16 @@ class Consumer(faust_aiokafka.Consumer):
         return False
 
     def stop_flow(self) -> None:
-        """A rebalance begins: no partition expects an offset any more. The new assignment
-        reads each partition from its committed offset, and what an earlier generation
-        delivered (and the stream then dropped) must be delivered again, not taken for
-        read; the seek after recovery sets the expectations anew."""
+        """A rebalance begins: each partition expects its last known committed offset again.
+
+        What this generation delivered past it may have been dropped by the stream (its
+        generation past) and must be delivered again, not taken for read; the new
+        assignment reads from the committed offset, at or after this one (a later offset
+        is sought back to it: records read twice, none skipped), until the seek after
+        recovery sets the expectations anew."""
         super().stop_flow()
         self._seeks += 1
-        self._next.clear()
+        self._next = {tp: c for tp, c in self._committed_offset.items() if c is not None}
         self._rereading.clear()
 
     async def wait_empty(self) -> None:
