@@ -24,8 +24,9 @@ source record once, by offset, so a record that came after a later one was taken
 duplicate: a session lost it. Here each partition of an agent's source is delivered from the
 offset it was sought to, one offset after the other; any other offset makes the partition be
 sought back, and offsets missing from that fresh read do not exist and are a gap. A
-rebalance clears the expectations: what an earlier generation delivered (and the stream
-dropped, its generation past) is read again from the committed offset and delivered. The loop
+rebalance, and a seek to the committed offsets, first make every partition expect its last
+known committed offset again: what an earlier generation delivered (and the stream dropped,
+its generation past) is read again and delivered, never taken for read. The loop
 also awaits each such delivery instead of racing it against the flow's suspension in two
 tasks per message (Faust's ``wait_first``, a tenth of a busy worker's CPU). Changelog
 records (a standby's) keep Faust's delivery exactly: a standby that skipped one and applied
@@ -171,6 +172,10 @@ class Consumer(faust_aiokafka.Consumer):
         is sought back to it: records read twice, none skipped), until the seek after
         recovery sets the expectations anew."""
         super().stop_flow()
+        self._expect_committed()
+
+    def _expect_committed(self) -> None:
+        """Every partition expects its last known committed offset (none known: any)."""
         self._seeks += 1
         self._next = {tp: c for tp, c in self._committed_offset.items() if c is not None}
         self._rereading.clear()
@@ -183,19 +188,15 @@ class Consumer(faust_aiokafka.Consumer):
 
     async def perform_seek(self) -> None:
         """After seeking to the committed offsets, know where uncommitted partitions start."""
-        self._seeks += 1
-        self._next.clear()  # first, in case the seek fails: a partition out of order is
-        self._rereading.clear()  # sought again when its next message comes
-        await super().perform_seek()
+        self._expect_committed()  # first: if the seek fails, a read from further on is
+        await super().perform_seek()  # sought back when its first message comes
         unknown = [tp for tp in self.assignment() if self._committed_offset.get(tp) is None]
         if unknown:
             starts = await self.earliest_offsets(*unknown)
             for tp, start in starts.items():
                 if start is not None and start >= 0 and tp not in self._acked:
                     self._committed_offset[tp] = start
-        for tp in self.assignment():
-            if (committed := self._committed_offset.get(tp)) is not None:
-                self._next[tp] = committed
+        self._expect_committed()
 
     async def _add_gap(self, tp: TP, offset_from: int, offset_to: int) -> None:
         """Offsets ``offset_from`` up to, not including, ``offset_to`` (the fetched event)."""

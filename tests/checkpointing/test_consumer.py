@@ -11,6 +11,8 @@ from collections.abc import AsyncIterator, Iterator
 
 import faust
 import pytest
+from aiokafka.errors import IllegalStateError
+from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
 from faust.types.tuples import ConsumerMessage
 
@@ -224,3 +226,21 @@ def test_after_a_rebalance_a_read_past_the_last_known_commit_is_sought_back_to_i
     fetches = drain(consumer, [1100, 1101], [958, 959])
     assert fetches.sought == [958]
     assert fetches.delivered == [958, 959]
+
+
+def test_a_seek_to_the_committed_offsets_that_fails_leaves_them_expected(
+    consumer: Consumer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # "exception performing seek when flow not active" (faust-streaming #264): the fetch
+    # position stays where it was, past records the stream dropped.
+    async def no_assignment(self: Consumer) -> None:
+        raise IllegalStateError("No current assignment")
+
+    monkeypatch.setattr(faust_aiokafka.Consumer, "perform_seek", no_assignment)
+    consumer._committed_offset[tp] = 958
+    consumer._next[tp] = 1002
+    with pytest.raises(IllegalStateError):
+        asyncio.run(consumer.perform_seek())
+    fetches = drain(consumer, [1002, 1003], [958])
+    assert fetches.sought == [958]
+    assert fetches.delivered == [958]
