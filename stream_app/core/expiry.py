@@ -14,8 +14,13 @@ from stream_app.models.dead_letter import Reason
 
 def due(state: SessionState, policy: Policy, now: float) -> bool:
     """Whether ``expire`` would change anything: a cheap check made on every record."""
+    return now > state_due_at(state, policy)
+
+
+def state_due_at(state: SessionState, policy: Policy) -> float:
+    """``due_at`` of a decoded state."""
     oldest = next(iter(state.turns.values()), None)
-    return now > due_at(state.last_seen, None if oldest is None else oldest.emitted_at, policy)
+    return due_at(state.last_seen, None if oldest is None else oldest.emitted_at, policy)
 
 
 def due_at(last_seen: float, oldest_emitted: float | None, policy: Policy) -> float:

@@ -6,7 +6,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 
 from stream_app.core.collapse import Collapse
-from stream_app.core.expiry import due_at
+from stream_app.core.expiry import state_due_at
 from stream_app.core.policy import Policy
 from stream_app.core.session import SessionState
 
@@ -35,7 +35,4 @@ class SessionStore(ABC):
         A store that can tell without decoding the whole state should: a sweep asks it of
         every session."""
         state = self.get(session_id)
-        if state is None:
-            return None
-        oldest = next(iter(state.turns.values()), None)
-        return due_at(state.last_seen, None if oldest is None else oldest.emitted_at, policy)
+        return None if state is None else state_due_at(state, policy)

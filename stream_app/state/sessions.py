@@ -28,8 +28,7 @@ from typing import Any
 import orjson
 
 from stream_app import logs
-from stream_app.core import expiry
-from stream_app.core.expiry import due_at
+from stream_app.core.expiry import due_at, state_due_at
 from stream_app.core.policy import Policy
 from stream_app.core.records import turn_key
 from stream_app.core.session import SessionState
@@ -208,7 +207,7 @@ class TableSessions(SessionStore):
             for session_id, state in live.items()
             if state is not None
             and mine(session_id.encode()) == partition
-            and expiry.due(state, policy, now)
+            and now > state_due_at(state, policy)
         )
         return due
 
