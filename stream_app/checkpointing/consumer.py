@@ -33,6 +33,15 @@ records (a standby's) keep Faust's delivery exactly: a standby that skipped one 
 the next would persist an offset past it, and a worker taking the partition over would
 never read it (turn bodies went missing so when the streams' flow was paused).
 
+Nothing is delivered to an agent in a generation until its recovery has resumed the streams:
+Faust resumes the consumer's flow while recovery reads the changelogs and only then seeks the
+stream partitions and resumes the app's flow control, which empties every agent's queue
+(faust-streaming #596). What a partition delivered in between was dropped with the queue
+while its offsets counted as delivered: a worker that took partitions over with a backlog
+lost the rest of it (the scale test's missing turns). And the commit only walks the
+acknowledged offsets from the committed one, dropping those below it, so a commit that does
+not go through (or a committed offset learnt late) never strands a run it has to start from.
+
 The agent acknowledges an event only once its turns, dead letters and state are written, and
 Faust flushes the producer before every commit, so a committed offset is one whose effects
 are on the broker. The consumer's fetch wait, hard-coded by Faust, is a setting here.
@@ -43,7 +52,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar
 from weakref import WeakSet
 
@@ -76,11 +85,17 @@ class Consumer(faust_aiokafka.Consumer):
         self._next: dict[TP, int] = {}  # the offset each partition must deliver next
         self._rereading: dict[TP, int] = {}  # sought back to this offset, not yet read
         self._seeks = 0  # seeks to the committed offsets so far
+        self._resumed: int | None = None  # the generation whose streams recovery resumed
+        self._sought: Mapping[TP, int | None] = {}  # the last seek to the committed offsets
         # Set by the app: settles every batch applied so far (``checkpointing/batches.py``).
         self.settle: Callable[[], Awaitable[None]] | None = None
 
     def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
         return FetchWaitConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+    def streams_resumed(self, generation: int) -> None:
+        """Recovery has resumed the streams of ``generation`` (and emptied their queues)."""
+        self._resumed = generation
 
     def applied(self, message: Message) -> None:
         """Marks an event whose effects are all written: its acknowledgement then counts."""
@@ -115,8 +130,8 @@ class Consumer(faust_aiokafka.Consumer):
                     if not ordered(message.topic):
                         await self._deliver_as_faust_does(tp, message)
                         continue
-                    if not self.flow_active:
-                        continue  # a rebalance is under way; its seek reads it again
+                    if not self.flow_active or self._resumed != self.app.consumer_generation_id:
+                        continue  # a rebalance or its recovery is under way: read it again
                     expected = self._next.get(tp)
                     if expected is not None and offset < expected:
                         continue  # delivered already, since the last seek
@@ -186,11 +201,21 @@ class Consumer(faust_aiokafka.Consumer):
             await self.settle()
         await super().wait_empty()
 
+    async def seek_to_committed(self) -> Mapping[TP, int]:
+        self._sought = sought = await super().seek_to_committed()
+        return sought
+
     async def perform_seek(self) -> None:
         """After seeking to the committed offsets, know where uncommitted partitions start."""
         self._expect_committed()  # first: if the seek fails, a read from further on is
-        await super().perform_seek()  # sought back when its first message comes
-        unknown = [tp for tp in self.assignment() if self._committed_offset.get(tp) is None]
+        self._sought = {}  # sought back when its first message comes
+        await super().perform_seek()
+        # Only the partitions this seek asked about: one assigned while it ran (it spans a
+        # request per partition) has a commit this seek never saw, not "none".
+        assigned = self.assignment()
+        unknown = [
+            tp for tp in self._sought if tp in assigned and self._committed_offset.get(tp) is None
+        ]
         if unknown:
             starts = await self.earliest_offsets(*unknown)
             for tp, start in starts.items():
@@ -215,6 +240,12 @@ class Consumer(faust_aiokafka.Consumer):
             return None  # never guess where a partition's processing started
         acked.sort()
         done = self._acked_index[tp]
+        cut = bisect.bisect_left(acked, committed)  # what the committed offset covers
+        if cut:
+            done.difference_update(acked[:cut])
+            del acked[:cut]
+        if gaps:
+            gaps.chop(0, committed)
         position = committed
         while True:
             if position in done:
@@ -223,14 +254,8 @@ class Consumer(faust_aiokafka.Consumer):
                 position = max(span.end for span in spans)
             else:
                 break
-        if position == committed:
-            return None
-        cut = bisect.bisect_left(acked, position)
-        done.difference_update(acked[:cut])
-        del acked[:cut]
-        if gaps:
-            gaps.chop(0, position)
-        return position
+        # Nothing at or above the committed offset is dropped before its commit is.
+        return None if position == committed else position
 
 
 class Transport(faust_aiokafka.Transport):

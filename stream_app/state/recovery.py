@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from typing import Any
+from typing import Any, cast
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
@@ -19,6 +19,8 @@ from faust.tables.manager import TableManager
 from faust.tables.recovery import Recovery
 from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
 from faust.types import TP
+
+from stream_app.checkpointing.consumer import Consumer
 
 FETCH_WAIT_MS = 50
 
@@ -83,6 +85,24 @@ def client_options(app: Any) -> dict[str, Any]:
 
 
 class FetchEndRecovery(Recovery):
+    """Faust's recovery, reading changelogs to their true end, and telling the consumer
+    when the streams of a generation are resumed (``checkpointing/consumer.py``)."""
+
+    async def _resume_streams(self, generation_id: int = 0) -> None:
+        """The path without tables: resumes the streams, unless a rebalance overtook it."""
+        await super()._resume_streams(generation_id)
+        self._streams_resumed(generation_id)
+
+    async def on_recovery_completed(self, generation_id: int = 0) -> None:
+        await super().on_recovery_completed(generation_id)
+        self._streams_resumed(generation_id)
+
+    def _streams_resumed(self, generation_id: int) -> None:
+        # After the flow control's resume, which empties the agents' queues: from here a
+        # delivered record stays delivered. A generation overtaken meanwhile is not current,
+        # and the consumer delivers nothing for it.
+        cast(Consumer, self.app.consumer).streams_resumed(generation_id)
+
     async def _build_highwaters(
         self, consumer: Any, tps: set[TP], destination: Counter[TP], title: str
     ) -> None:

@@ -12,12 +12,15 @@ from collections.abc import AsyncIterator, Iterator
 import faust
 import pytest
 from aiokafka.errors import IllegalStateError
+from faust.tables.recovery import Recovery
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
 from faust.types.tuples import ConsumerMessage
+from mode.utils.queues import FlowControlQueue
 
 from stream_app.app import App
 from stream_app.checkpointing.consumer import Consumer
+from stream_app.state.recovery import FetchEndTableManager
 
 TOPIC = "inputs"
 tp = TP(TOPIC, 0)
@@ -101,6 +104,7 @@ class Fetches:
         consumer.seek = self.seek  # type: ignore[method-assign]
         consumer.callback = self.deliver  # type: ignore[method-assign]
         consumer.app.flow_control.resume()
+        consumer.streams_resumed(consumer.app.consumer_generation_id)  # recovery is done
 
     async def getmany(self, timeout: float) -> AsyncIterator[tuple[TP, ConsumerMessage]]:
         if not self.batches:
@@ -244,3 +248,92 @@ def test_a_seek_to_the_committed_offsets_that_fails_leaves_them_expected(
     fetches = drain(consumer, [1002, 1003], [958])
     assert fetches.sought == [958]
     assert fetches.delivered == [958]
+
+
+def test_a_commit_that_does_not_go_through_strands_no_acknowledged_offset(
+    consumer: Consumer,
+) -> None:
+    # The committed offset was learnt late (a seek that spanned the assignment took a moved
+    # partition for uncommitted: 0); the commit from there never went through, and the run
+    # it had walked was dropped, so once the real committed offset (801) was known no run
+    # started at it: that partition never committed again (faust-streaming #596's symptom).
+    consumer._committed_offset[tp] = 0
+    done(consumer, *range(0, 900))
+    assert consumer._new_offset(tp) == 900  # the commit of 900 fails
+    consumer._committed_offset[tp] = 801
+    assert consumer._new_offset(tp) == 900
+    assert len(consumer._acked[tp]) == 900 - 801  # what the committed offset covers goes
+
+
+def test_nothing_is_delivered_before_recovery_resumes_the_streams(consumer: Consumer) -> None:
+    # faust-streaming #596: recovery resumes the consumer's flow to read the changelogs,
+    # seeks the stream partitions and only then resumes the app's flow control, which
+    # empties every agent's queue. A partition's backlog delivered in between was dropped
+    # with the queue, its offsets counted as delivered, and never read again.
+    queue: FlowControlQueue[int] = FlowControlQueue(
+        flow_control=consumer.app.flow_control, clear_on_resume=True
+    )
+    consumer._next[tp] = 5
+    fetches = Fetches(consumer, [5, 6], [5, 6])
+    consumer._resumed = None  # a new generation, its recovery under way
+
+    async def into_the_agents_queue(m: ConsumerMessage) -> None:
+        queue.put_nowait(m.offset)
+
+    async def recovery_resumes_the_streams_after_the_first_fetch(
+        timeout: float,
+    ) -> AsyncIterator[tuple[TP, ConsumerMessage]]:
+        if fetches.batches and len(fetches.batches) == 1:
+            consumer.app.flow_control.resume()  # empties the queue
+            consumer.streams_resumed(consumer.app.consumer_generation_id)
+        async for item in Fetches.getmany(fetches, timeout):
+            yield item
+
+    consumer.callback = into_the_agents_queue  # type: ignore[method-assign]
+    consumer.getmany = recovery_resumes_the_streams_after_the_first_fetch  # type: ignore[method-assign]
+    asyncio.run(consumer._drain_messages(fetches))  # type: ignore[arg-type]
+    assert [queue.get_nowait() for _ in range(queue.qsize())] == [5, 6]
+
+
+def test_a_seek_that_spans_an_assignment_takes_no_commit_of_a_new_partition_for_none(
+    consumer: Consumer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Seeking to the committed offsets asks the broker partition by partition; a partition
+    # assigned meanwhile was counted as never committed and expected from its start.
+    moved = TP(TOPIC, 1)
+
+    async def seek_to_committed(self: Consumer) -> dict[TP, int]:
+        return {tp: 958}
+
+    async def earliest_offsets(*partitions: TP) -> dict[TP, int]:
+        return dict.fromkeys(partitions, 0)
+
+    monkeypatch.setattr(faust_aiokafka.Consumer, "seek_to_committed", seek_to_committed)
+    monkeypatch.setattr(consumer, "assignment", lambda: {tp, moved})
+    monkeypatch.setattr(consumer, "earliest_offsets", earliest_offsets)
+    asyncio.run(consumer.perform_seek())
+    assert consumer._committed_offset[tp] == 958
+    assert consumer._committed_offset.get(moved) is None
+    assert consumer._next == {tp: 958}
+
+
+@pytest.mark.parametrize("step", ["on_recovery_completed", "_resume_streams"])
+def test_recovery_tells_the_consumer_once_it_has_resumed_the_streams(
+    step: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app: faust.App = App(
+        "test-recovery", broker="kafka://127.0.0.1:9", TableManager=FetchEndTableManager
+    )
+    consumer: Consumer = app.consumer  # type: ignore[assignment]
+    app.consumer_generation_id = 3
+    seen: list[int | None] = []
+
+    async def faust_step(self: Recovery, generation_id: int = 0) -> None:
+        seen.append(consumer._resumed)  # still delivering nothing: the queues are emptied
+        app.flow_control.resume()
+
+    monkeypatch.setattr(Recovery, step, faust_step)
+    recovery = app.tables.recovery  # type: ignore[attr-defined]
+    asyncio.run(getattr(recovery, step)(generation_id=3))
+    assert seen == [None]
+    assert consumer._resumed == 3
