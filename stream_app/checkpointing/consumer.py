@@ -38,7 +38,9 @@ Faust resumes the consumer's flow while recovery reads the changelogs and only t
 stream partitions and resumes the app's flow control, which empties every agent's queue
 (faust-streaming #596). What a partition delivered in between was dropped with the queue
 while its offsets counted as delivered: a worker that took partitions over with a backlog
-lost the rest of it (the scale test's missing turns). And the commit only walks the
+lost the rest of it (the scale test's missing turns). Every such partition has an
+expectation before its first delivery: with no committed offset it is the start of its log,
+so a record read and not delivered is always read again. And the commit only walks the
 acknowledged offsets from the committed one, dropping those below it, so a commit that does
 not go through (or a committed offset learnt late) never strands a run it has to start from.
 
@@ -52,7 +54,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 from weakref import WeakSet
 
@@ -86,7 +88,6 @@ class Consumer(faust_aiokafka.Consumer):
         self._rereading: dict[TP, int] = {}  # sought back to this offset, not yet read
         self._seeks = 0  # seeks to the committed offsets so far
         self._resumed: int | None = None  # the generation whose streams recovery resumed
-        self._sought: Mapping[TP, int | None] = {}  # the last seek to the committed offsets
         # Set by the app: settles every batch applied so far (``checkpointing/batches.py``).
         self.settle: Callable[[], Awaitable[None]] | None = None
 
@@ -133,7 +134,9 @@ class Consumer(faust_aiokafka.Consumer):
                     if not self.flow_active or self._resumed != self.app.consumer_generation_id:
                         continue  # a rebalance or its recovery is under way: read it again
                     expected = self._next.get(tp)
-                    if expected is not None and offset < expected:
+                    if expected is None and (expected := await self._start_of(tp)) is None:
+                        continue  # a rebalance came meanwhile: read it again
+                    if offset < expected:
                         continue  # delivered already, since the last seek
                     if not await self._in_order(tp, offset):
                         sought.add(tp)
@@ -166,8 +169,8 @@ class Consumer(faust_aiokafka.Consumer):
         markers, compaction): that gap is done. Anything else missing was fetched and lost
         between Faust's layers, and the partition is sought back to it.
         """
-        expected = self._next.get(tp)
-        if expected is None or offset == expected:
+        expected = self._next[tp]
+        if offset == expected:
             return True
         if self._rereading.get(tp) == expected:
             del self._rereading[tp]
@@ -201,27 +204,29 @@ class Consumer(faust_aiokafka.Consumer):
             await self.settle()
         await super().wait_empty()
 
-    async def seek_to_committed(self) -> Mapping[TP, int]:
-        self._sought = sought = await super().seek_to_committed()
-        return sought
-
     async def perform_seek(self) -> None:
-        """After seeking to the committed offsets, know where uncommitted partitions start."""
+        """Seeks to the committed offsets, and expects them."""
         self._expect_committed()  # first: if the seek fails, a read from further on is
-        self._sought = {}  # sought back when its first message comes
-        await super().perform_seek()
-        # Only the partitions this seek asked about: one assigned while it ran (it spans a
-        # request per partition) has a commit this seek never saw, not "none".
-        assigned = self.assignment()
-        unknown = [
-            tp for tp in self._sought if tp in assigned and self._committed_offset.get(tp) is None
-        ]
-        if unknown:
-            starts = await self.earliest_offsets(*unknown)
-            for tp, start in starts.items():
-                if start is not None and start >= 0 and tp not in self._acked:
-                    self._committed_offset[tp] = start
+        await super().perform_seek()  # sought back when its first message comes
         self._expect_committed()
+
+    async def _start_of(self, tp: TP) -> int | None:
+        """Where a partition with no expectation is delivered from: its committed offset,
+        or, with none (a new group, or Faust's reading of a commit of 0), the start of its
+        log, which is where the consumer reads it from. None if a rebalance came meanwhile.
+
+        Without an expectation a partition took any offset first: a record skipped while
+        its recovery was under way was passed over for good."""
+        seeks = self._seeks
+        start = self._committed_offset.get(tp)
+        if start is None:
+            start = max(0, (await self.earliest_offsets(tp)).get(tp) or 0)
+            if seeks != self._seeks:
+                return None
+            if self._committed_offset.get(tp) is None:
+                self._committed_offset[tp] = start  # a run of acknowledged offsets starts here
+        self._next[tp] = start
+        return start
 
     async def _add_gap(self, tp: TP, offset_from: int, offset_to: int) -> None:
         """Offsets ``offset_from`` up to, not including, ``offset_to`` (the fetched event)."""

@@ -12,7 +12,7 @@ last committed offset after a crash changes nothing it had already done.
 
 from __future__ import annotations
 
-from stream_app.core.collapse import Collapse
+from stream_app.core.collapse import Collapse, first_copy
 from stream_app.core.completion import render_completion
 from stream_app.core.dead_letter import dead_letter
 from stream_app.core.expiry import due, expire
@@ -148,16 +148,16 @@ def _add_decision(
     sibling = item.codex_sibling
     pathless = item.decision["file_path"] == ""
     session_id = state.session_id
-    if collapse.first(session_id, item.natural_key) is not None or (
-        sibling is not None and pathless and collapse.first(session_id, sibling) is not None
-    ):
+    decision_id = item.decision["decision_id"]
+    this = first_copy(decision_id, item.source)
+    keys = [item.natural_key, sibling] if sibling is not None and pathless else [item.natural_key]
+    if any((first := collapse.first(session_id, k)) is not None and first != this for k in keys):
         out.outcome = "duplicate"
         out.counts["duplicate:decision"] += 1
         return
-    decision_id = item.decision["decision_id"]
-    collapse.remember(session_id, item.natural_key, decision_id)
+    collapse.remember(session_id, item.natural_key, this)
     if sibling is not None and not pathless:
-        collapse.remember(session_id, sibling, decision_id)
+        collapse.remember(session_id, sibling, this)
 
     decision = dict(item.decision)
     if decision["captured_at"] is None:

@@ -4,7 +4,8 @@ A producer may resend a decision with a regenerated ``decision_id`` and a new
 ``captured_at``; what identifies the developer's act is the tuple below. Keys are hashed so
 a session's collapse entries stay small however long the values are.
 
-The collapse table maps (session id, natural key) to the first copy's ``decision_id``. It is
+The collapse table maps (session id, natural key) to the first copy's ``decision_id`` (and
+the record it came from). It is
 its own table, not part of a session's state, so a session's state does not grow with every
 decision it ever collapsed; its entries go when their session expires.
 """
@@ -76,13 +77,20 @@ def codex_sibling(d: dict[str, Any]) -> str | None:
     )
 
 
+def first_copy(decision_id: str, source: tuple[str, int, int]) -> str:
+    """What the collapse keeps of a decision's first copy: its ``decision_id`` and the record
+    it was read from. A record that finds itself there is not a copy but the first one read
+    again, after a worker stopped between writing the collapse and the session's state."""
+    return orjson.dumps([decision_id, *source]).decode()
+
+
 class Collapse(Protocol):
     """Where the first copy of each decision is remembered, per session."""
 
     def first(self, session_id: str, key: str) -> str | None:
-        """The ``decision_id`` of the first copy with this natural key, if one came."""
+        """The first copy with this natural key (:func:`first_copy`), if one came."""
 
-    def remember(self, session_id: str, key: str, decision_id: str) -> None: ...
+    def remember(self, session_id: str, key: str, first: str) -> None: ...
 
     def forget(self, session_id: str) -> None:
         """Drops every entry of an expired session."""

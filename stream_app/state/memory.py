@@ -10,13 +10,13 @@ from stream_app.state.base import SessionStore
 
 class MemoryCollapse:
     def __init__(self) -> None:
-        self._first: dict[str, dict[str, str]] = {}  # session -> natural key -> decision id
+        self._first: dict[str, dict[str, str]] = {}  # session -> natural key -> first copy
 
     def first(self, session_id: str, key: str) -> str | None:
         return self._first.get(session_id, {}).get(key)
 
-    def remember(self, session_id: str, key: str, decision_id: str) -> None:
-        self._first.setdefault(session_id, {}).setdefault(key, decision_id)
+    def remember(self, session_id: str, key: str, first: str) -> None:
+        self._first.setdefault(session_id, {}).setdefault(key, first)
 
     def forget(self, session_id: str) -> None:
         self._first.pop(session_id, None)

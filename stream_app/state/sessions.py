@@ -72,7 +72,7 @@ class TableCollapse:
 
     def __init__(self, table: Any) -> None:
         self.table = table
-        self._remembered: dict[bytes, tuple[str, int]] = {}  # entry -> decision id, batch
+        self._remembered: dict[bytes, tuple[str, int]] = {}  # entry -> first copy, batch
         self._forgotten: dict[str, int] = {}  # session -> the last batch that forgot it
         self._batches: dict[int, tuple[list[bytes], list[str]]] = {}  # remembered, forgotten
         self._batch = 0  # the open batch's number
@@ -86,10 +86,10 @@ class TableCollapse:
         stored = self.table.get(entry)
         return None if stored is None else bytes(stored).decode()
 
-    def remember(self, session_id: str, key: str, decision_id: str) -> None:
+    def remember(self, session_id: str, key: str, first: str) -> None:
         entry = collapse_key(session_id, key)
         if entry not in self._remembered:
-            self._remembered[entry] = (decision_id, self._batch)
+            self._remembered[entry] = (first, self._batch)
             self._open()[0].append(entry)
 
     def forget(self, session_id: str) -> None:
@@ -111,14 +111,20 @@ class TableCollapse:
         }
         self._batch += 1
 
-    async def write(self, snapshot: Snapshot) -> None:
+    async def remember_all(self, snapshot: Snapshot) -> None:
+        """The snapshot's new entries, acknowledged: written before the states they collapse
+        copies for, so no state on the changelog lacks them."""
+        for entry, first in snapshot.remembered.items():
+            await self.table.put(entry, first.encode())
+        await self.table.written()
+
+    async def forget_all(self, snapshot: Snapshot) -> None:
+        """The entries of the snapshot's expired sessions: after their states are gone."""
         for session_id in snapshot.forgotten:
             partition = self.table.partition_for_key(collapse_key(session_id, ""))
             for entry in self.table.keys_from(partition, _prefix(session_id)):
                 if entry not in snapshot.remembered:
                     await self.table.put(entry, None)
-        for entry, decision_id in snapshot.remembered.items():
-            await self.table.put(entry, decision_id.encode())
 
     def settled(self, snapshot: Snapshot) -> None:
         """The snapshot is in the table: its overlay entries are no longer needed."""
@@ -268,15 +274,19 @@ class TableSessions(SessionStore):
     async def write(self, snapshot: Snapshot) -> None:
         """Writes a snapshot to the tables: a changelog record per session and entry.
 
-        The turn bodies are acknowledged before any session that names them is sent: the
-        two changelogs are separate topics, and a worker stopped between them would leave
-        a state naming a body that recovery cannot find."""
+        The changelogs are separate topics, and a worker stopped between two of them leaves
+        one written and not the other; so what a state relies on is acknowledged before the
+        state is sent. Its turn bodies: else recovery finds a state naming a body it cannot
+        find. Its new collapse entries: else a state applied a decision whose later copies
+        no entry collapses (an entry without its state is harmless: the record that wrote
+        it finds itself there, ``core/collapse.first_copy``, and is applied again)."""
         for key, body in snapshot.bodies.items():
             await self.bodies.put(key, body)
         await self.bodies.written()
+        await self.collapse.remember_all(snapshot)
         for session_id, data in snapshot.sessions.items():
             await self.table.put(session_id.encode(), data)
-        await self.collapse.write(snapshot)
+        await self.collapse.forget_all(snapshot)
 
     def settled(self, snapshot: Snapshot) -> None:
         """The snapshot's changelog records are acknowledged: its states may be dropped."""

@@ -337,3 +337,33 @@ def test_recovery_tells_the_consumer_once_it_has_resumed_the_streams(
     asyncio.run(getattr(recovery, step)(generation_id=3))
     assert seen == [None]
     assert consumer._resumed == 3
+
+
+def test_a_partition_with_nothing_committed_is_delivered_from_the_start_of_its_log(
+    consumer: Consumer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With no expectation a partition took any offset first: records skipped while its
+    # recovery was under way (read, not delivered) were passed over for good, and with no
+    # committed offset no commit ever went through for it (the scale test, sessions:1).
+    async def earliest_offsets(*partitions: TP) -> dict[TP, int]:
+        return dict.fromkeys(partitions, 0)
+
+    monkeypatch.setattr(consumer, "earliest_offsets", earliest_offsets)
+    fetches = Fetches(consumer, [0, 1], [5, 6], [0, 1, 2])
+    consumer._resumed = None  # recovery under way: 0 and 1 are read and not delivered
+
+    async def recovery_resumes_the_streams_after_the_first_fetch(
+        timeout: float,
+    ) -> AsyncIterator[tuple[TP, ConsumerMessage]]:
+        if len(fetches.batches) == 2:
+            consumer.streams_resumed(consumer.app.consumer_generation_id)
+        async for item in Fetches.getmany(fetches, timeout):
+            yield item
+
+    consumer.getmany = recovery_resumes_the_streams_after_the_first_fetch  # type: ignore[method-assign]
+    asyncio.run(consumer._drain_messages(fetches))  # type: ignore[arg-type]
+    assert fetches.sought == [0]
+    assert fetches.delivered == [0, 1, 2]
+    assert consumer._committed_offset[tp] == 0  # a run of acknowledged offsets starts there
+    done(consumer, 0, 1)
+    assert consumer._new_offset(tp) == 2

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
+from stream_app.core.session import SessionState
 from tests.factories import Run, assistant, decision, tool_call
 
 
@@ -160,4 +162,24 @@ def test_collapse_entries_expire_with_their_session(expiry: str) -> None:
     out = run.dec(decision(call_id="m1", decision_id="d1-again"))
     assert out.outcome == "contributed"
     entries = collapse._first["s1"]  # type: ignore[attr-defined]
-    assert list(entries.values()) == ["d1-again"]
+    assert [orjson.loads(first)[0] for first in entries.values()] == ["d1-again"]
+
+
+def test_a_decision_whose_entry_outlived_its_state_is_applied_when_read_again() -> None:
+    # The collapse and the sessions are two changelogs: a worker stopped after writing the
+    # entry and before the state left the record unapplied and its entry behind. Read
+    # again from the uncommitted offset, it met its own entry: taken for a copy, it was lost.
+    run = Run()
+    run.msg(assistant(message_id="m1"))
+    before_state = run.pipeline.store.get("s1")
+    assert before_state is not None
+    saved = before_state.to_json()
+    offset = run.offset
+    run.dec(decision(call_id="m1", decision_id="d1"))
+    run.pipeline.store.put(SessionState.from_json(saved))  # the state as the changelog had it
+    run.offset = offset  # the same record, read again
+    out = run.dec(decision(call_id="m1", decision_id="d1"))
+    assert out.outcome == "contributed"
+    assert [d["decision_id"] for d in joined(run)] == ["d1"]
+    copy = run.dec(decision(call_id="m1", decision_id="d1"))  # a real copy: another record
+    assert copy.outcome == "duplicate"

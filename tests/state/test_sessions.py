@@ -85,6 +85,28 @@ def test_a_state_is_sent_only_after_the_bodies_it_names_are_acknowledged(
     assert journal.index("send turn_bodies") < journal.index("acked turn_bodies")
 
 
+def test_a_state_is_sent_only_after_the_collapse_entries_it_relies_on_are_acknowledged(
+    tables: tuple[Changelogged, Changelogged, Changelogged], journal: list[str]
+) -> None:
+    # A state on the changelog whose decision's entry is not: a later copy of that decision
+    # would be applied again. (An entry without its state is harmless: see core/collapse.)
+    sessions, decisions, bodies = tables
+    store = TableSessions(sessions, decisions, bodies)
+    state = finished_turn()
+    store.put(state)
+    store.collapse.remember("s1", "nk", '["d1","decisions",0,7]')
+    asyncio.run(store.write(store.seal()))
+    assert journal.index("send decisions") < journal.index("acked decisions")
+    assert journal.index("acked decisions") < journal.index("send sessions")
+    # An expired session's entries go after its state does.
+    journal.clear()
+    store.delete("s1")
+    store.collapse.forget("s1")
+    asyncio.run(store.write(store.seal()))
+    assert journal.index("send sessions") < journal.index("send decisions")
+    assert decisions.data == {}
+
+
 def test_a_state_naming_a_missing_body_is_read_without_that_turn(
     tables: tuple[Changelogged, Changelogged, Changelogged],
 ) -> None:
