@@ -55,11 +55,12 @@ import asyncio
 import bisect
 import contextlib
 from collections.abc import Awaitable, Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 from weakref import WeakSet
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import IllegalStateError
+from faust.tables.manager import TableManager
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP, Message
 from mode import ServiceT
@@ -117,6 +118,7 @@ class Consumer(faust_aiokafka.Consumer):
         """Faust's drain loop, delivering each partition in order from where it was sought."""
         deliver = self.callback
         ordered = self.app.topics.acks_enabled_for  # the agents' sources, not changelogs
+        standbys = cast(TableManager, self.app.tables).recovery.standby_tps  # kept warm
         stopped: tuple[type[BaseException], ...] = (
             *self.consumer_stopped_errors,
             asyncio.CancelledError,
@@ -129,6 +131,8 @@ class Consumer(faust_aiokafka.Consumer):
                         continue
                     offset = message.offset
                     if not ordered(message.topic):
+                        if tp in standbys and self._resumed != self.app.consumer_generation_id:
+                            continue  # read again once the streams are resumed (recovery)
                         await self._deliver_as_faust_does(tp, message)
                         continue
                     if not self.flow_active or self._resumed != self.app.consumer_generation_id:

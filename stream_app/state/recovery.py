@@ -9,11 +9,13 @@ broker, so recovery takes whichever end is further.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import Counter
 from typing import Any, cast
 
 from aiokafka import AIOKafkaConsumer
+from aiokafka.errors import IllegalStateError
 from aiokafka.structs import TopicPartition
 from faust.tables.manager import TableManager
 from faust.tables.recovery import Recovery
@@ -91,17 +93,30 @@ class FetchEndRecovery(Recovery):
     async def _resume_streams(self, generation_id: int = 0) -> None:
         """The path without tables: resumes the streams, unless a rebalance overtook it."""
         await super()._resume_streams(generation_id)
-        self._streams_resumed(generation_id)
+        await self._streams_resumed(generation_id)
 
     async def on_recovery_completed(self, generation_id: int = 0) -> None:
         await super().on_recovery_completed(generation_id)
-        self._streams_resumed(generation_id)
+        await self._streams_resumed(generation_id)
 
-    def _streams_resumed(self, generation_id: int) -> None:
-        # After the flow control's resume, which empties the agents' queues: from here a
-        # delivered record stays delivered. A generation overtaken meanwhile is not current,
-        # and the consumer delivers nothing for it.
-        cast(Consumer, self.app.consumer).streams_resumed(generation_id)
+    async def _streams_resumed(self, generation_id: int) -> None:
+        """After the flow control's last resume, which empties the agents' queues and the
+        changelog queue: from here a delivered record stays delivered.
+
+        The consumer held back the agents' records and the standbys' changelog records
+        until now (a standby that lost some to that resume went on past them, and the
+        worker it handed its partitions to found states naming turn bodies it never read);
+        each standby partition is read again from the offset its table has reached, as
+        recovery seeks it. A generation overtaken meanwhile is not current, and the
+        consumer delivers nothing for it."""
+        consumer = cast(Consumer, self.app.consumer)
+        if generation_id != self.app.consumer_generation_id:
+            return
+        for tp in self.standby_tps:
+            reached = self.standby_offsets.get(tp)
+            with contextlib.suppress(IllegalStateError):  # moved on: a rebalance is under way
+                await consumer.seek(tp, 0 if reached is None or reached < 0 else reached)
+        consumer.streams_resumed(generation_id)
 
     async def _build_highwaters(
         self, consumer: Any, tps: set[TP], destination: Counter[TP], title: str

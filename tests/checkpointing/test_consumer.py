@@ -334,9 +334,46 @@ def test_recovery_tells_the_consumer_once_it_has_resumed_the_streams(
 
     monkeypatch.setattr(Recovery, step, faust_step)
     recovery = app.tables.recovery  # type: ignore[attr-defined]
+    standby = TP("test-recovery-sessions-changelog", 2)
+    recovery.standby_tps.add(standby)
+    recovery.standby_offsets[standby] = 41  # the offset its table has reached
+    sought: list[tuple[TP, int, int | None]] = []
+
+    async def seek(partition: TP, offset: int) -> None:
+        sought.append((partition, offset, consumer._resumed))
+
+    monkeypatch.setattr(consumer, "seek", seek)
     asyncio.run(getattr(recovery, step)(generation_id=3))
     assert seen == [None]
+    # A standby's records held back meanwhile are read again, before anything is delivered.
+    assert sought == [(standby, 41, None)]
     assert consumer._resumed == 3
+
+
+def test_a_standbys_changelog_record_waits_until_recovery_has_resumed_the_streams(
+    consumer: Consumer,
+) -> None:
+    # Recovery resumes the standby partitions and then the app's flow control, which
+    # empties the changelog queue: a standby's records delivered in between were lost, the
+    # standby applied the next ones, and the worker it handed its partitions to found
+    # states naming turn bodies it never read (the scale test, one round in 21).
+    standby = TP("app-turn_bodies-changelog", 2)
+    consumer.app.tables.recovery.standby_tps.add(standby)  # type: ignore[attr-defined]
+    fetches = Fetches(consumer)
+    consumer._resumed = None
+
+    async def getmany(timeout: float) -> AsyncIterator[tuple[TP, ConsumerMessage]]:
+        if fetches.should_stop:
+            return
+        fetches.should_stop = True
+        yield (
+            standby,
+            ConsumerMessage(standby.topic, 2, 7, 0.0, 0, [], b"k", b"v", None, 1, 1, tp=standby),
+        )
+
+    consumer.getmany = getmany  # type: ignore[method-assign]
+    consumer.loop.run_until_complete(consumer._drain_messages(fetches))  # type: ignore[arg-type]
+    assert fetches.delivered == []
 
 
 def test_a_partition_with_nothing_committed_is_delivered_from_the_start_of_its_log(
