@@ -218,15 +218,6 @@ def assigned(worker: WorkerProcess) -> list[str]:
     return latest
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason=(
-        "open hole (README, 'Known hole'): after the holes closed on 2026-11-30 the test "
-        "passed 10 of 10 rounds, then 3 of 4 after the last change; the failing round lost "
-        "the decisions of sessions whose input partition moved to the joining worker (140 "
-        "turns without their decision); not traced"
-    ),
-)
 def test_a_second_worker_joins_mid_stream_and_takes_over_when_the_first_stops(
     pipeline: Pipeline,
 ) -> None:

@@ -54,7 +54,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar, cast
 from weakref import WeakSet
 
@@ -89,6 +89,7 @@ class Consumer(faust_aiokafka.Consumer):
         self._rereading: dict[TP, int] = {}  # sought back to this offset, not yet read
         self._seeks = 0  # seeks to the committed offsets so far
         self._resumed: int | None = None  # the generation whose streams recovery resumed
+        self._sought: Mapping[TP, int | None] = {}  # the last seek to the committed offsets
         # Set by the app: settles every batch applied so far (``checkpointing/batches.py``).
         self.settle: Callable[[], Awaitable[None]] | None = None
 
@@ -137,9 +138,7 @@ class Consumer(faust_aiokafka.Consumer):
                         continue
                     if not self.flow_active or self._resumed != self.app.consumer_generation_id:
                         continue  # a rebalance or its recovery is under way: read it again
-                    expected = self._next.get(tp)
-                    if expected is None and (expected := await self._start_of(tp)) is None:
-                        continue  # a rebalance came meanwhile: read it again
+                    expected = self._next.setdefault(tp, self._start_of(tp, offset))
                     if offset < expected:
                         continue  # delivered already, since the last seek
                     if not await self._in_order(tp, offset):
@@ -208,29 +207,37 @@ class Consumer(faust_aiokafka.Consumer):
             await self.settle()
         await super().wait_empty()
 
+    async def seek_to_committed(self) -> Mapping[TP, int]:
+        self._sought = sought = await super().seek_to_committed()
+        return sought
+
     async def perform_seek(self) -> None:
-        """Seeks to the committed offsets, and expects them."""
+        """Seeks to the committed offsets, and expects them; a partition with none is
+        expected from the start of its log, where the consumer reads it from.
+
+        Without an expectation a partition took any offset first, and a record read but
+        not delivered while recovery ran was passed over for good (the scale test)."""
         self._expect_committed()  # first: if the seek fails, a read from further on is
-        await super().perform_seek()  # sought back when its first message comes
+        self._sought = {}  # sought back when its first message comes
+        await super().perform_seek()
+        # Only the partitions this seek asked about: one assigned while it ran (it spans a
+        # request per partition) has a commit this seek never saw, not "none".
+        assigned = self.assignment()
+        unknown = [
+            tp for tp in self._sought if tp in assigned and self._committed_offset.get(tp) is None
+        ]
+        if unknown:
+            starts = await self.earliest_offsets(*unknown)
+            for tp, start in starts.items():
+                if self._committed_offset.get(tp) is None:  # and no commit came meanwhile
+                    self._committed_offset[tp] = max(0, start or 0)
         self._expect_committed()
 
-    async def _start_of(self, tp: TP) -> int | None:
-        """Where a partition with no expectation is delivered from: its committed offset,
-        or, with none (a new group, or Faust's reading of a commit of 0), the start of its
-        log, which is where the consumer reads it from. None if a rebalance came meanwhile.
-
-        Without an expectation a partition took any offset first: a record skipped while
-        its recovery was under way was passed over for good."""
-        seeks = self._seeks
-        start = self._committed_offset.get(tp)
-        if start is None:
-            start = max(0, (await self.earliest_offsets(tp)).get(tp) or 0)
-            if seeks != self._seeks:
-                return None
-            if self._committed_offset.get(tp) is None:
-                self._committed_offset[tp] = start  # a run of acknowledged offsets starts here
-        self._next[tp] = start
-        return start
+    def _start_of(self, tp: TP, offset: int) -> int:
+        """The expectation of a partition no seek has set one for: its committed offset,
+        else (the seek failed) the offset at hand."""
+        committed = self._committed_offset.get(tp)
+        return offset if committed is None else committed
 
     async def _add_gap(self, tp: TP, offset_from: int, offset_to: int) -> None:
         """Offsets ``offset_from`` up to, not including, ``offset_to`` (the fetched event)."""

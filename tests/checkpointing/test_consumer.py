@@ -382,10 +382,17 @@ def test_a_partition_with_nothing_committed_is_delivered_from_the_start_of_its_l
     # With no expectation a partition took any offset first: records skipped while its
     # recovery was under way (read, not delivered) were passed over for good, and with no
     # committed offset no commit ever went through for it (the scale test, sessions:1).
+    async def nothing_committed(self: Consumer) -> dict[TP, int | None]:
+        return {tp: None}
+
     async def earliest_offsets(*partitions: TP) -> dict[TP, int]:
         return dict.fromkeys(partitions, 0)
 
+    monkeypatch.setattr(faust_aiokafka.Consumer, "seek_to_committed", nothing_committed)
+    monkeypatch.setattr(consumer, "assignment", lambda: {tp})
     monkeypatch.setattr(consumer, "earliest_offsets", earliest_offsets)
+    consumer._acked[tp].append(3)  # acknowledged in an earlier generation, never committed
+    asyncio.run(consumer.perform_seek())  # recovery's seek to the committed offsets
     fetches = Fetches(consumer, [0, 1], [5, 6], [0, 1, 2])
     consumer._resumed = None  # recovery under way: 0 and 1 are read and not delivered
 
