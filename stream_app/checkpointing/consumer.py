@@ -100,6 +100,17 @@ class Consumer(faust_aiokafka.Consumer):
         """Recovery has resumed the streams of ``generation`` (and emptied their queues)."""
         self._resumed = generation
 
+    async def read_again_from_expected(self) -> None:
+        """Before the streams resume: each agent source partition is read again from its
+        expected offset. What was read while recovery ran was held back, and a partition
+        with nothing newer to fetch would never have come back to it (a restarted worker
+        left a partition's backlog unprocessed so)."""
+        ordered = self.app.topics.acks_enabled_for
+        for tp, offset in list(self._next.items()):
+            if ordered(tp.topic):
+                with contextlib.suppress(IllegalStateError):  # moved on: a rebalance
+                    await self.seek(tp, offset)
+
     def applied(self, message: Message) -> None:
         """Marks an event whose effects are all written: its acknowledgement then counts."""
         self._applied.add(message)

@@ -106,12 +106,14 @@ class FetchEndRecovery(Recovery):
         The consumer held back the agents' records and the standbys' changelog records
         until now (a standby that lost some to that resume went on past them, and the
         worker it handed its partitions to found states naming turn bodies it never read);
-        each standby partition is read again from the offset its table has reached, as
-        recovery seeks it. A generation overtaken meanwhile is not current, and the
-        consumer delivers nothing for it."""
+        each agent source partition is read again from its expected offset, and each
+        standby partition from the offset its table has reached, as recovery seeks it. A
+        generation overtaken meanwhile is not current, and the consumer delivers nothing
+        for it."""
         consumer = cast(Consumer, self.app.consumer)
         if generation_id != self.app.consumer_generation_id:
             return
+        await consumer.read_again_from_expected()
         for tp in self.standby_tps:
             reached = self.standby_offsets.get(tp)
             with contextlib.suppress(IllegalStateError):  # moved on: a rebalance is under way

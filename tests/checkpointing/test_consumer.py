@@ -337,6 +337,8 @@ def test_recovery_tells_the_consumer_once_it_has_resumed_the_streams(
     standby = TP("test-recovery-sessions-changelog", 2)
     recovery.standby_tps.add(standby)
     recovery.standby_offsets[standby] = 41  # the offset its table has reached
+    app.topics._acking_topics.add(TOPIC)  # an agent's source
+    consumer._next[tp] = 830  # its committed offset, as recovery's seek expects it
     sought: list[tuple[TP, int, int | None]] = []
 
     async def seek(partition: TP, offset: int) -> None:
@@ -345,8 +347,10 @@ def test_recovery_tells_the_consumer_once_it_has_resumed_the_streams(
     monkeypatch.setattr(consumer, "seek", seek)
     asyncio.run(getattr(recovery, step)(generation_id=3))
     assert seen == [None]
-    # A standby's records held back meanwhile are read again, before anything is delivered.
-    assert sought == [(standby, 41, None)]
+    # What was held back meanwhile is read again, before anything is delivered: a restarted
+    # worker fetched a partition's whole backlog while recovery ran, and with nothing newer
+    # to fetch never came back to it.
+    assert sought == [(tp, 830, None), (standby, 41, None)]
     assert consumer._resumed == 3
 
 
