@@ -415,3 +415,21 @@ def test_a_partition_with_nothing_committed_is_delivered_from_the_start_of_its_l
     assert consumer._committed_offset[tp] == 0  # a run of acknowledged offsets starts there
     done(consumer, 0, 1)
     assert consumer._new_offset(tp) == 2
+
+
+def test_a_seek_runs_in_the_consumer_thread(consumer: Consumer) -> None:
+    # Faust seeks aiokafka from the event loop's thread; with a fetch being read in the
+    # consumer thread the fetcher crashed (KeyError in fetched_records) and the worker stopped.
+    calls: list[str] = []
+
+    class Thread:
+        def seek(self, partition: TP, offset: int) -> None:
+            calls.append("seek from the event loop's thread")
+
+        async def seek_wait(self, partitions: dict[TP, int]) -> None:
+            calls.append(f"seek in the consumer thread to {partitions[tp]}")
+
+    consumer._thread = Thread()  # type: ignore[assignment]
+    asyncio.run(consumer.seek(tp, 5))
+    assert calls == ["seek in the consumer thread to 5"]
+    assert consumer._read_offset[tp] == 5
