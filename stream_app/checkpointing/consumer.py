@@ -101,7 +101,8 @@ class Consumer(faust_aiokafka.Consumer):
         event loop's thread while the consumer thread may be reading its fetched records,
         and the fetcher crashed (``KeyError`` in ``fetched_records``) when the resume's seeks
         of every partition met a fetch in progress."""
-        await self._thread.seek_wait({partition: offset})
+        thread = self._thread
+        await thread.call_thread(thread._ensure_consumer().seek, partition, offset)
 
     def streams_resumed(self, generation: int) -> None:
         """Recovery has resumed the streams of ``generation`` (and emptied their queues)."""

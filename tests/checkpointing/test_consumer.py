@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import faust
 import pytest
@@ -422,14 +423,22 @@ def test_a_seek_runs_in_the_consumer_thread(consumer: Consumer) -> None:
     # consumer thread the fetcher crashed (KeyError in fetched_records) and the worker stopped.
     calls: list[str] = []
 
+    class AIOKafkaConsumer:
+        def seek(self, partition: TP, offset: int) -> None:
+            calls.append(f"aiokafka seek to {offset}")
+
     class Thread:
+        def _ensure_consumer(self) -> AIOKafkaConsumer:
+            return AIOKafkaConsumer()
+
         def seek(self, partition: TP, offset: int) -> None:
             calls.append("seek from the event loop's thread")
 
-        async def seek_wait(self, partitions: dict[TP, int]) -> None:
-            calls.append(f"seek in the consumer thread to {partitions[tp]}")
+        async def call_thread(self, method: Any, *args: Any) -> None:
+            calls.append("in the consumer thread:")
+            method(*args)
 
     consumer._thread = Thread()  # type: ignore[assignment]
     asyncio.run(consumer.seek(tp, 5))
-    assert calls == ["seek in the consumer thread to 5"]
+    assert calls == ["in the consumer thread:", "aiokafka seek to 5"]
     assert consumer._read_offset[tp] == 5
