@@ -108,16 +108,19 @@ class Consumer(faust_aiokafka.Consumer):
         """Recovery has resumed the streams of ``generation`` (and emptied their queues)."""
         self._resumed = generation
 
+    async def read_again(self, offsets: Mapping[TP, int]) -> None:
+        """Seeks each partition to its offset; one no longer assigned is left alone."""
+        for tp, offset in offsets.items():
+            with contextlib.suppress(IllegalStateError):  # moved on: a rebalance
+                await self.seek(tp, offset)
+
     async def read_again_from_expected(self) -> None:
         """Before the streams resume: each agent source partition is read again from its
         expected offset. What was read while recovery ran was held back, and a partition
         with nothing newer to fetch would never have come back to it (a restarted worker
         left a partition's backlog unprocessed so)."""
         ordered = self.app.topics.acks_enabled_for
-        for tp, offset in list(self._next.items()):
-            if ordered(tp.topic):
-                with contextlib.suppress(IllegalStateError):  # moved on: a rebalance
-                    await self.seek(tp, offset)
+        await self.read_again({tp: o for tp, o in self._next.items() if ordered(tp.topic)})
 
     def applied(self, message: Message) -> None:
         """Marks an event whose effects are all written: its acknowledgement then counts."""
@@ -157,7 +160,9 @@ class Consumer(faust_aiokafka.Consumer):
                         continue
                     if not self.flow_active or self._resumed != self.app.consumer_generation_id:
                         continue  # a rebalance or its recovery is under way: read it again
-                    expected = self._next.setdefault(tp, self._start_of(tp, offset))
+                    expected = self._next.get(tp)
+                    if expected is None:
+                        expected = self._next[tp] = self._start_of(tp, offset)
                     if offset < expected:
                         continue  # delivered already, since the last seek
                     if not await self._in_order(tp, offset):

@@ -9,13 +9,11 @@ broker, so recovery takes whichever end is further.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections import Counter
 from typing import Any, cast
 
 from aiokafka import AIOKafkaConsumer
-from aiokafka.errors import IllegalStateError
 from aiokafka.structs import TopicPartition
 from faust.tables.manager import TableManager
 from faust.tables.recovery import Recovery
@@ -114,10 +112,8 @@ class FetchEndRecovery(Recovery):
         if generation_id != self.app.consumer_generation_id:
             return
         await consumer.read_again_from_expected()
-        for tp in self.standby_tps:
-            reached = self.standby_offsets.get(tp)
-            with contextlib.suppress(IllegalStateError):  # moved on: a rebalance is under way
-                await consumer.seek(tp, 0 if reached is None or reached < 0 else reached)
+        reached = {tp: self.standby_offsets.get(tp) for tp in self.standby_tps}
+        await consumer.read_again({tp: max(0, o or 0) for tp, o in reached.items()})
         consumer.streams_resumed(generation_id)
 
     async def _build_highwaters(

@@ -28,7 +28,8 @@ from typing import Any
 import orjson
 
 from stream_app import logs
-from stream_app.core.expiry import due_at, state_due_at
+from stream_app.core import expiry
+from stream_app.core.expiry import due_at
 from stream_app.core.policy import Policy
 from stream_app.core.records import turn_key
 from stream_app.core.session import SessionState
@@ -111,14 +112,14 @@ class TableCollapse:
         }
         self._batch += 1
 
-    async def remember_all(self, snapshot: Snapshot) -> None:
+    async def write_remembered(self, snapshot: Snapshot) -> None:
         """The snapshot's new entries, acknowledged: written before the states they collapse
         copies for, so no state on the changelog lacks them."""
         for entry, first in snapshot.remembered.items():
             await self.table.put(entry, first.encode())
         await self.table.written()
 
-    async def forget_all(self, snapshot: Snapshot) -> None:
+    async def write_forgotten(self, snapshot: Snapshot) -> None:
         """The entries of the snapshot's expired sessions: after their states are gone."""
         for session_id in snapshot.forgotten:
             partition = self.table.partition_for_key(collapse_key(session_id, ""))
@@ -213,7 +214,7 @@ class TableSessions(SessionStore):
             for session_id, state in live.items()
             if state is not None
             and mine(session_id.encode()) == partition
-            and now > state_due_at(state, policy)
+            and expiry.due(state, policy, now)
         )
         return due
 
@@ -283,10 +284,10 @@ class TableSessions(SessionStore):
         for key, body in snapshot.bodies.items():
             await self.bodies.put(key, body)
         await self.bodies.written()
-        await self.collapse.remember_all(snapshot)
+        await self.collapse.write_remembered(snapshot)
         for session_id, data in snapshot.sessions.items():
             await self.table.put(session_id.encode(), data)
-        await self.collapse.forget_all(snapshot)
+        await self.collapse.write_forgotten(snapshot)
 
     def settled(self, snapshot: Snapshot) -> None:
         """The snapshot's changelog records are acknowledged: its states may be dropped."""

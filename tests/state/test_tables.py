@@ -74,8 +74,8 @@ class Stand:
 
 async def written(collapse: TableCollapse, snapshot: Snapshot) -> None:
     """The collapse's part of a checkpoint (the states are written in between)."""
-    await collapse.remember_all(snapshot)
-    await collapse.forget_all(snapshot)
+    await collapse.write_remembered(snapshot)
+    await collapse.write_forgotten(snapshot)
 
 
 def write(collapse: TableCollapse, number: int) -> Snapshot:
