@@ -76,12 +76,13 @@ class Settings(BaseSettings):
     producer_max_batch_size: int = Field(512 * 1024, ge=1)
     fetch_max_wait_ms: int = Field(500, ge=1)
     batch_max_records: int = Field(1000, ge=1)
+    read_ahead_records: int = Field(25_600, ge=100)
     commit_interval_ms: int = Field(1000, ge=0)
     sweep_interval_seconds: float = Field(60.0, gt=0)
     store: str = Field("rocksdb://", pattern=r"^(rocksdb|memory)://")
     data_dir: Path = Path("./data")
     standby_replicas: int = Field(1, ge=0)
-    compression: Literal["none", "gzip", "lz4", "zstd", "snappy"] = "lz4"
+    compression: Literal["none", "gzip", "lz4", "zstd", "snappy"] = "zstd"
     # Where the web server listens. Every address by default: workers forward /sessions/{id}
     # to each other at STREAM_APP_WEB_HOST, and probes and scrapers come from outside the pod;
     # STREAM_APP_WEB_TOKEN protects the one view that serves chat content.

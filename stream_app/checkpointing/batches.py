@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from faust.types import EventT, Message
+from faust.types import Message
 
 from stream_app.checkpointing.consumer import Consumer
 from stream_app.core.records import Outputs
@@ -72,13 +72,13 @@ class Checkpoints:
         self._writing = asyncio.Lock()
         self._timer: asyncio.Task[None] | None = None
 
-    def add(self, event: EventT[Any]) -> Batch:
-        self.open.messages.append(event.message)
+    def add(self, message: Message) -> Batch:
+        self.open.messages.append(message)
         return self.open
 
     async def added(self, full: int) -> None:
-        """After a record is applied: seals the open batch when it is full, or at once when
-        no batch is being sent (a record waits for no other); otherwise the batch grows
+        """After a run of records is applied: seals the open batch when it is full, or at once
+        when no batch is being sent (a record waits for no other); otherwise the batch grows
         until the one being sent is acknowledged, which seals it."""
         if self._timer is None:
             self._timer = asyncio.create_task(self._every_interval())

@@ -28,7 +28,12 @@ rebalance, and a seek to the committed offsets, first make every partition expec
 known committed offset again: what an earlier generation delivered (and the stream dropped,
 its generation past) is read again and delivered, never taken for read. The loop
 also awaits each such delivery instead of racing it against the flow's suspension in two
-tasks per message (Faust's ``wait_first``, a tenth of a busy worker's CPU). Changelog
+tasks per message (Faust's ``wait_first``, a tenth of a busy worker's CPU), and delivers
+consecutive records of one partition (up to ``RUN_RECORDS``, taken from a fetch a run at a
+time by ``RunScheduler``) as one event, the run's first record, whose stream hands the agent
+the run (``delivered``): a run is accepted, offset by offset, exactly as single records were,
+and delivered before anything else is awaited, so it is delivered, dropped with a
+generation, or read again whole. Faust's per-event path then costs once per run. Changelog
 records (a standby's) keep Faust's delivery exactly: a standby that skipped one and applied
 the next would persist an offset past it, and a worker taking the partition over would
 never read it (turn bodies went missing so when the streams' flow was paused).
@@ -54,16 +59,38 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, ClassVar, cast
-from weakref import WeakSet
+from weakref import WeakKeyDictionary, WeakSet
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import IllegalStateError
 from faust.tables.manager import TableManager
 from faust.transport.drivers import aiokafka as faust_aiokafka
+from faust.transport.utils import DefaultSchedulingStrategy
 from faust.types import TP, Message
 from mode import ServiceT
+
+RUN_RECORDS = 100  # at most this many records of a partition delivered as one
+
+
+class RunScheduler(DefaultSchedulingStrategy):
+    """Faust's round robin between partitions, a run of records of one at a time.
+
+    Faust's own takes one record of each partition in turn, which leaves no run to deliver.
+    """
+
+    def iterate(self, records: Mapping[TP, list[Any]]) -> Iterator[tuple[TP, Any]]:
+        start = 0
+        while True:
+            left = False
+            for tp, batch in records.items():
+                for record in batch[start : start + RUN_RECORDS]:
+                    yield tp, record
+                left = left or len(batch) > start + RUN_RECORDS
+            if not left:
+                return
+            start += RUN_RECORDS
 
 
 class FetchWaitConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
@@ -85,6 +112,8 @@ class Consumer(faust_aiokafka.Consumer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._applied: WeakSet[Message] = WeakSet()
+        # A run's first record -> the rest of the run, for as long as that record lives.
+        self._runs: WeakKeyDictionary[Message, list[Message]] = WeakKeyDictionary()
         self._next: dict[TP, int] = {}  # the offset each partition must deliver next
         self._rereading: dict[TP, int] = {}  # sought back to this offset, not yet read
         self._seeks = 0  # seeks to the committed offsets so far
@@ -137,9 +166,15 @@ class Consumer(faust_aiokafka.Consumer):
         self._applied.discard(message)
         return bool(super().ack(message))
 
+    def delivered(self, message: Message) -> list[Message]:
+        """The records delivered as ``message``: itself and the rest of its run. Every agent
+        on these topics must read its events so (one that reads ``event.value`` sees only
+        each run's first record)."""
+        return [message, *self._runs.get(message, ())]
+
     async def _drain_messages(self, fetcher: ServiceT) -> None:
-        """Faust's drain loop, delivering each partition in order from where it was sought."""
-        deliver = self.callback
+        """Faust's drain loop, delivering each partition in order from where it was sought,
+        a run of consecutive records of one partition at a time."""
         ordered = self.app.topics.acks_enabled_for  # the agents' sources, not changelogs
         standbys = cast(TableManager, self.app.tables).recovery.standby_tps  # kept warm
         stopped: tuple[type[BaseException], ...] = (
@@ -149,7 +184,11 @@ class Consumer(faust_aiokafka.Consumer):
         try:
             while not (self.should_stop or fetcher.should_stop):
                 sought: set[TP] = set()  # read again: the rest of this fetch is stale
+                run: list[Message] = []  # accepted, not yet delivered: nothing awaits meanwhile
                 async for tp, message in self.getmany(timeout=1.0):
+                    if run and (tp != run[0].tp or len(run) >= RUN_RECORDS):
+                        await self._deliver(run)
+                        run = []
                     if tp in sought:
                         continue
                     offset = message.offset
@@ -160,26 +199,41 @@ class Consumer(faust_aiokafka.Consumer):
                         continue
                     if not self.flow_active or self._resumed != self.app.consumer_generation_id:
                         continue  # a rebalance or its recovery is under way: read it again
-                    expected = self._next.get(tp)
+                    expected = run[-1].offset + 1 if run else self._next.get(tp)
                     if expected is None:
                         expected = self._next[tp] = self._start_of(tp, offset)
                     if offset < expected:
                         continue  # delivered already, since the last seek
-                    if not await self._in_order(tp, offset):
-                        sought.add(tp)
-                        continue
-                    seeks = self._seeks
-                    await deliver(message)  # a wait in here ends with the rebalance too
-                    if seeks == self._seeks:  # else delivered to a stream that drops it
-                        self._read_offset[tp] = offset
-                        self._next[tp] = offset + 1
-                    if self._commit_every is not None and self._n_acked >= self._commit_every:
-                        self._n_acked = 0
-                        await self.commit()
+                    if offset > expected:
+                        if run:
+                            await self._deliver(run)
+                            run = []
+                        if not await self._in_order(tp, offset):
+                            sought.add(tp)
+                            continue
+                    run.append(message)
+                if run:
+                    await self._deliver(run)
                 await asyncio.sleep(0)
         except stopped:
             if not self.app.should_stop:
                 raise  # stopping the app stops the consumer under the loop: not an error
+
+    async def _deliver(self, run: list[Message]) -> None:
+        """Delivers a run of consecutive records of one partition as its first record (the
+        agent takes the rest from ``delivered``): Faust's conductor, channel and stream
+        then cost once per run, not once per record."""
+        first, last = run[0], run[-1]
+        if len(run) > 1:
+            self._runs[first] = run[1:]  # not the first itself: the entry would keep it alive
+        seeks = self._seeks
+        await self.callback(first)  # a wait in here ends with the rebalance too
+        if seeks == self._seeks:  # else delivered to a stream that drops it
+            self._read_offset[first.tp] = last.offset
+            self._next[first.tp] = last.offset + 1
+        if self._commit_every is not None and self._n_acked >= self._commit_every:
+            self._n_acked = 0
+            await self.commit()
 
     async def _deliver_as_faust_does(self, tp: TP, message: Message) -> None:
         """A changelog record (a standby's, or a reply): Faust's own delivery, unchanged."""

@@ -7,6 +7,7 @@ and fails with Faust's own ``ack`` / ``_new_offset`` / ``_add_gap``.
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -20,7 +21,7 @@ from faust.types.tuples import ConsumerMessage
 from mode.utils.queues import FlowControlQueue
 
 from stream_app.app import App
-from stream_app.checkpointing.consumer import Consumer
+from stream_app.checkpointing.consumer import RUN_RECORDS, Consumer, RunScheduler
 from stream_app.state.recovery import FetchEndTableManager
 
 TOPIC = "inputs"
@@ -97,8 +98,10 @@ class Fetches:
     """Scripted fetches for the drain loop: what reached it, what it delivered and sought."""
 
     def __init__(self, consumer: Consumer, *batches: list[int]) -> None:
+        self.consumer = consumer
         self.batches = list(batches)
         self.delivered: list[int] = []
+        self.runs: list[list[int]] = []  # what each delivery carried
         self.sought: list[int] = []
         self.should_stop = False  # the fetcher service's flag, read by the loop
         consumer.getmany = self.getmany  # type: ignore[method-assign]
@@ -118,7 +121,9 @@ class Fetches:
         self.sought.append(offset)
 
     async def deliver(self, m: ConsumerMessage) -> None:
-        self.delivered.append(m.offset)
+        run = [each.offset for each in self.consumer.delivered(m)]
+        self.runs.append(run)
+        self.delivered.extend(run)
 
 
 def drain(consumer: Consumer, *batches: list[int]) -> Fetches:
@@ -151,6 +156,52 @@ def test_offsets_missing_from_a_fresh_read_are_a_gap_and_delivery_goes_on(
     assert fetches.delivered == [12, 13]
     done(consumer, 12, 13)
     assert consumer._new_offset(tp) == 14
+
+
+def test_consecutive_records_of_a_partition_are_delivered_as_one_run(consumer: Consumer) -> None:
+    # Faust's path per event (conductor, channel, stream, a turn of the event loop) cost
+    # more than the core's work per record; a run pays it once.
+    consumer._next[tp] = 10
+    fetches = drain(consumer, [10, 11, 12], [13])
+    assert fetches.runs == [[10, 11, 12], [13]]
+    assert consumer._next[tp] == 14
+
+
+def test_a_gap_inside_a_fetch_ends_the_run_before_it(consumer: Consumer) -> None:
+    consumer._committed_offset[tp] = 10
+    consumer._next[tp] = 10
+    fetches = drain(consumer, [10, 11, 13, 14], [13, 14])  # 12 is gone: read again from 12
+    assert fetches.runs == [[10, 11], [13, 14]]
+    assert fetches.sought == [12]
+
+
+def test_a_run_holds_at_most_run_records(consumer: Consumer) -> None:
+    consumer._next[tp] = 0
+    fetches = drain(consumer, list(range(RUN_RECORDS + 5)))
+    assert [len(run) for run in fetches.runs] == [RUN_RECORDS, 5]
+    assert fetches.delivered == list(range(RUN_RECORDS + 5))
+
+
+def test_a_run_is_forgotten_with_its_first_record(consumer: Consumer) -> None:
+    # A run dropped with the agent's queue (a rebalance) must not stay in memory.
+    consumer._next[tp] = 0
+    fetches = drain(consumer, [0, 1, 2])
+    assert fetches.runs == [[0, 1, 2]]
+    gc.collect()
+    assert len(consumer._runs) == 0
+
+
+def test_the_scheduler_takes_a_run_of_each_partition_in_turn() -> None:
+    other = TP(TOPIC, 1)
+    records = {tp: list(range(RUN_RECORDS + 2)), other: ["a", "b"]}
+    order = list(RunScheduler().iterate(records))
+    assert order == [
+        *[(tp, n) for n in range(RUN_RECORDS)],
+        (other, "a"),
+        (other, "b"),
+        (tp, RUN_RECORDS),
+        (tp, RUN_RECORDS + 1),
+    ]
 
 
 def test_a_delivery_that_outlives_a_seek_to_the_committed_offsets_leaves_their_order(
@@ -271,7 +322,7 @@ def test_nothing_is_delivered_before_recovery_resumes_the_streams(consumer: Cons
     # seeks the stream partitions and only then resumes the app's flow control, which
     # empties every agent's queue. A partition's backlog delivered in between was dropped
     # with the queue, its offsets counted as delivered, and never read again.
-    queue: FlowControlQueue[int] = FlowControlQueue(
+    queue: FlowControlQueue[list[int]] = FlowControlQueue(
         flow_control=consumer.app.flow_control, clear_on_resume=True
     )
     consumer._next[tp] = 5
@@ -279,7 +330,7 @@ def test_nothing_is_delivered_before_recovery_resumes_the_streams(consumer: Cons
     consumer._resumed = None  # a new generation, its recovery under way
 
     async def into_the_agents_queue(m: ConsumerMessage) -> None:
-        queue.put_nowait(m.offset)
+        queue.put_nowait([each.offset for each in consumer.delivered(m)])
 
     async def recovery_resumes_the_streams_after_the_first_fetch(
         timeout: float,
@@ -293,7 +344,7 @@ def test_nothing_is_delivered_before_recovery_resumes_the_streams(consumer: Cons
     consumer.callback = into_the_agents_queue  # type: ignore[method-assign]
     consumer.getmany = recovery_resumes_the_streams_after_the_first_fetch  # type: ignore[method-assign]
     asyncio.run(consumer._drain_messages(fetches))  # type: ignore[arg-type]
-    assert [queue.get_nowait() for _ in range(queue.qsize())] == [5, 6]
+    assert [queue.get_nowait() for _ in range(queue.qsize())] == [[5, 6]]
 
 
 def test_a_seek_that_spans_an_assignment_takes_no_commit_of_a_new_partition_for_none(
