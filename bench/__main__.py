@@ -60,6 +60,7 @@ from stream_app.replay import record_value, replay
 from stream_app.state.memory import MemoryStore
 
 SOAK_STEP = 10_000  # sessions fed between two samples of (s)
+REST = 2 * heap.INTERVAL + 5  # seconds (s) rests before it samples a worker at rest
 PARTITIONS = 4
 # Every consumer here waits as briefly as the worker does: tansu holds each fetch for the
 # whole wait, so a longer one would time the reader, not the worker.
@@ -556,8 +557,11 @@ async def soak(sessions: int, ttl: float) -> dict[str, Any]:
                     await asyncio.sleep(1)
                 sample("feeding")
             # What a worker holds at rest: the allocator's free memory is given back every
-            # heap.INTERVAL seconds (``stream_app/heap.py``), not while records pour in.
-            await asyncio.sleep(heap.INTERVAL + 5)
+            # heap.INTERVAL seconds (``stream_app/heap.py``), not while records pour in. Two
+            # intervals: the last return then comes at least one interval after the last
+            # record, when the worker is done with it (one interval sampled 922 MiB just
+            # before a return, 557 MiB after it).
+            await asyncio.sleep(REST)
             held = sample("held")
             deadline = time.monotonic() + ttl + 300
             while _gauge(port, "stream_app_sessions") > 0:
@@ -565,7 +569,7 @@ async def soak(sessions: int, ttl: float) -> dict[str, Any]:
                     raise TimeoutError("the sessions did not expire")
                 await asyncio.sleep(5)
                 sample("expiring")
-            gc_settled = time.monotonic() + heap.INTERVAL + 5  # as at rest, above
+            gc_settled = time.monotonic() + REST  # as at rest, above
             while time.monotonic() < gc_settled:
                 await asyncio.sleep(5)
             expired = sample("expired")
