@@ -125,14 +125,6 @@ class Consumer(faust_aiokafka.Consumer):
     def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
         return FetchWaitConsumerThread(self, loop=self.loop, beacon=self.beacon)
 
-    async def _seek(self, partition: TP, offset: int) -> None:
-        """A seek runs in the consumer's own thread. Faust calls aiokafka's ``seek`` from the
-        event loop's thread while the consumer thread may be reading its fetched records,
-        and the fetcher crashed (``KeyError`` in ``fetched_records``) when the resume's seeks
-        of every partition met a fetch in progress."""
-        thread = self._thread
-        await thread.call_thread(thread._ensure_consumer().seek, partition, offset)
-
     def streams_resumed(self, generation: int) -> None:
         """Recovery has resumed the streams of ``generation`` (and emptied their queues)."""
         self._resumed = generation

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import gc
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
 
 import faust
 import pytest
@@ -467,29 +466,3 @@ def test_a_partition_with_nothing_committed_is_delivered_from_the_start_of_its_l
     assert consumer._committed_offset[tp] == 0  # a run of acknowledged offsets starts there
     done(consumer, 0, 1)
     assert consumer._new_offset(tp) == 2
-
-
-def test_a_seek_runs_in_the_consumer_thread(consumer: Consumer) -> None:
-    # Faust seeks aiokafka from the event loop's thread; with a fetch being read in the
-    # consumer thread the fetcher crashed (KeyError in fetched_records) and the worker stopped.
-    calls: list[str] = []
-
-    class AIOKafkaConsumer:
-        def seek(self, partition: TP, offset: int) -> None:
-            calls.append(f"aiokafka seek to {offset}")
-
-    class Thread:
-        def _ensure_consumer(self) -> AIOKafkaConsumer:
-            return AIOKafkaConsumer()
-
-        def seek(self, partition: TP, offset: int) -> None:
-            calls.append("seek from the event loop's thread")
-
-        async def call_thread(self, method: Any, *args: Any) -> None:
-            calls.append("in the consumer thread:")
-            method(*args)
-
-    consumer._thread = Thread()  # type: ignore[assignment]
-    asyncio.run(consumer.seek(tp, 5))
-    assert calls == ["in the consumer thread:", "aiokafka seek to 5"]
-    assert consumer._read_offset[tp] == 5
