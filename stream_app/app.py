@@ -41,7 +41,7 @@ from stream_app.checkpointing.batches import Batch, Checkpoints
 from stream_app.checkpointing.consumer import (
     RUN_RECORDS,
     Consumer,
-    FetchWaitConsumerThread,
+    ConsumerThread,
     RunScheduler,
     Transport,
 )
@@ -73,7 +73,7 @@ class App(faust.App):
 
 
 def create_app(settings: Settings) -> faust.App:
-    FetchWaitConsumerThread.fetch_max_wait_ms = settings.fetch_max_wait_ms
+    ConsumerThread.fetch_max_wait_ms = settings.fetch_max_wait_ms
     policy = settings.policy()
     partitions = settings.partitions
     app = App(

@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import concurrent.futures
 import contextlib
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, ClassVar, cast
@@ -93,10 +94,12 @@ class RunScheduler(DefaultSchedulingStrategy):
             start += RUN_RECORDS
 
 
-class FetchWaitConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
-    """Faust's consumer thread, with the fetch wait of the app's settings."""
+class ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
+    """Faust's consumer thread, with the fetch wait of the app's settings and its seeks
+    made in the thread that owns the aiokafka consumer."""
 
     fetch_max_wait_ms: ClassVar[int] = 500
+    seek_timeout_s: ClassVar[float] = 30.0
 
     def _create_worker_consumer(self, transport: Any) -> AIOKafkaConsumer:
         consumer = super()._create_worker_consumer(transport)
@@ -104,6 +107,51 @@ class FetchWaitConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
         # new; the test broker holds every fetch for all of it, which is latency per hop.
         consumer._fetch_max_wait_ms = self.fetch_max_wait_ms
         return consumer
+
+    def seek(self, partition: TP, offset: int) -> None:
+        """Seeks in the consumer thread, while the caller (the event loop) waits.
+
+        Faust calls aiokafka's ``seek`` from the event loop's thread while the consumer
+        thread may be in the middle of reading its fetched records: the fetcher crashed
+        (``KeyError`` in ``fetched_records``), and a seek landing between the read of a
+        partition's records and the position moved past them would be overwritten, its
+        re-read skipped. Queued to the thread's loop, the seek runs between two of its steps.
+
+        The caller blocks, it does not await: nothing else runs on the event loop before the
+        seek is done, exactly as with Faust's direct call. Awaiting it (Faust's
+        ``call_thread``) let a drain loop read and deliver meanwhile, and the crash test lost
+        decisions (reverted in d90ac64). The consumer thread never waits on the event loop
+        synchronously, so this cannot deadlock; it waits for at most one step of that loop.
+        """
+        seek = self._ensure_consumer().seek
+        loop = self.thread_loop
+        if not loop.is_running() or _running_loop() is loop:
+            seek(partition, offset)  # nothing runs concurrently with it
+            return
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+        def run() -> None:
+            if done.set_running_or_notify_cancel():
+                try:
+                    seek(partition, offset)
+                except BaseException as exc:  # the caller raises it
+                    done.set_exception(exc)
+                else:
+                    done.set_result(None)
+
+        loop.call_soon_threadsafe(run)
+        try:
+            done.result(timeout=self.seek_timeout_s)
+        except concurrent.futures.TimeoutError:
+            done.cancel()  # if it has not started, it never will
+            raise
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 class Consumer(faust_aiokafka.Consumer):
@@ -123,7 +171,7 @@ class Consumer(faust_aiokafka.Consumer):
         self.settle: Callable[[], Awaitable[None]] | None = None
 
     def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
-        return FetchWaitConsumerThread(self, loop=self.loop, beacon=self.beacon)
+        return ConsumerThread(self, loop=self.loop, beacon=self.beacon)
 
     def streams_resumed(self, generation: int) -> None:
         """Recovery has resumed the streams of ``generation`` (and emptied their queues)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import threading
 from collections.abc import AsyncIterator, Iterator
 
 import faust
@@ -20,7 +21,7 @@ from faust.types.tuples import ConsumerMessage
 from mode.utils.queues import FlowControlQueue
 
 from stream_app.app import App
-from stream_app.checkpointing.consumer import RUN_RECORDS, Consumer, RunScheduler
+from stream_app.checkpointing.consumer import RUN_RECORDS, Consumer, ConsumerThread, RunScheduler
 from stream_app.state.recovery import FetchEndTableManager
 
 TOPIC = "inputs"
@@ -466,3 +467,43 @@ def test_a_partition_with_nothing_committed_is_delivered_from_the_start_of_its_l
     assert consumer._committed_offset[tp] == 0  # a run of acknowledged offsets starts there
     done(consumer, 0, 1)
     assert consumer._new_offset(tp) == 2
+
+
+class AIOKafkaConsumer:
+    """Records the thread each seek ran in; a seek of an unassigned partition fails."""
+
+    def __init__(self) -> None:
+        self.seeks: list[tuple[int, int]] = []
+
+    def seek(self, partition: TP, offset: int) -> None:
+        if partition != tp:
+            raise IllegalStateError(f"No current assignment for partition {partition}")
+        self.seeks.append((offset, threading.get_ident()))
+
+
+@pytest.fixture
+def consumer_thread() -> Iterator[tuple[ConsumerThread, threading.Thread]]:
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    consumer_thread = ConsumerThread.__new__(ConsumerThread)  # only its seek is used
+    consumer_thread.thread_loop = loop
+    consumer_thread._consumer = AIOKafkaConsumer()  # type: ignore[assignment]
+    yield consumer_thread, thread
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(timeout=10)
+    loop.close()
+
+
+def test_a_seek_runs_in_the_consumer_thread_and_is_done_when_it_returns(
+    consumer_thread: tuple[ConsumerThread, threading.Thread],
+) -> None:
+    # Faust seeks aiokafka from the event loop's thread while the consumer thread reads its
+    # fetched records: the fetcher crashed (KeyError in fetched_records, the scale test).
+    # The caller must not await it either: the crash test lost decisions when it did.
+    seeker, thread = consumer_thread
+    aiokafka_consumer: AIOKafkaConsumer = seeker._consumer  # type: ignore[assignment]
+    seeker.seek(tp, 5)
+    assert aiokafka_consumer.seeks == [(5, thread.ident)]
+    with pytest.raises(IllegalStateError):  # its errors reach the caller, as Faust's did
+        seeker.seek(TP(TOPIC, 1), 7)
