@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from stream_app import __version__, logs
+from stream_app import __version__, heap, logs
 from stream_app.config import SettingsError, load_settings
 
 
@@ -309,6 +309,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if argv is None and args.run is _worker:  # this process is a worker: not when embedded
+        heap.use_system_allocator()
     try:
         code: int = args.run(args)
     except SettingsError as exc:

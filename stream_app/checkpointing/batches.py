@@ -150,6 +150,10 @@ class Checkpoints:
             await self.crash(exc)
             raise
         self.observe(batch)
+        # What the batch sent is on the broker: until its checkpoint only its events are
+        # needed, not a second of turns and re-keyed records held in memory.
+        batch.emitted.clear()
+        batch.forward.clear()
         if self.open.messages or self.open.emitted:
             self.seal_now()  # what arrived while this batch was being sent
 

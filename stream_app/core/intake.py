@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
+from stream_app.core import jsonbytes
 from stream_app.core.collapse import codex_sibling, natural_key
 from stream_app.core.dead_letter import rejected
 from stream_app.core.limits import (
@@ -131,7 +132,7 @@ def _decision(doc: Any, origin: Origin, policy: Policy) -> SessionDecision:
     decision["org_id"] = policy.org_id
     decision["raw"] = redact(doc["raw"])
     # The state keeps the record for a later dead letter; it must not keep a credential.
-    origin = origin.with_value(orjson.dumps({**doc, "raw": decision["raw"]}))
+    origin = origin.with_value(jsonbytes.dumps({**doc, "raw": decision["raw"]}))
     return SessionDecision(
         session_id=payload.session_id,
         decision=decision,

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 import orjson
 
+from stream_app.core import jsonbytes
 from stream_app.models.timestamps import format_utc
 
 TopicKind = Literal["messages", "decisions"]
@@ -103,7 +104,7 @@ def turn_key(session_id: str, inference_call_id: str) -> bytes:
     (NUL, quotes, colons, any Unicode), and one session's turn never replaces another's
     on the compacted topic. orjson writes the same bytes for the same pair every time.
     """
-    return orjson.dumps([session_id, inference_call_id])
+    return jsonbytes.dumps([session_id, inference_call_id])
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +125,7 @@ class TurnRevision:
     @property
     def value(self) -> bytes:
         if not self._value:
-            self._value.append(orjson.dumps(self.turn))
+            self._value.append(jsonbytes.dumps(self.turn))
         return self._value[0]
 
     @property
@@ -170,7 +171,7 @@ class Outputs:
 def dump_input(item: SessionInput) -> bytes:
     """A session input as bytes, to cross the repartition topic between intake and state."""
     if isinstance(item, SessionMessage):
-        return orjson.dumps(
+        return jsonbytes.dumps(
             {
                 "m": [
                     item.session_id,
@@ -183,7 +184,7 @@ def dump_input(item: SessionInput) -> bytes:
             }
         )
     o = item.origin
-    return orjson.dumps(
+    return jsonbytes.dumps(
         {
             "d": [
                 item.session_id,

@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from stream_app.core import jsonbytes
 from stream_app.core.policy import Policy
 from stream_app.core.records import Origin
 
@@ -41,7 +42,7 @@ class StoredDecision:
     def json(self) -> orjson.Fragment:
         if self._json is None:
             o = self.origin
-            self._json = orjson.dumps(
+            self._json = jsonbytes.dumps(
                 [
                     self.decision,
                     self.order[0],
@@ -134,7 +135,7 @@ class SessionState:
     def to_json(self, bodies: bool = True) -> bytes:
         """The state as JSON; without ``bodies`` a turn is named by its key instead, and
         ``from_json`` must be given the bodies (a changelog stores each body once)."""
-        return orjson.dumps(
+        return jsonbytes.dumps(
             {
                 "session_id": self.session_id,
                 "last_seen": self.last_seen,

@@ -28,7 +28,7 @@ from typing import Any
 import orjson
 
 from stream_app import logs
-from stream_app.core import expiry
+from stream_app.core import expiry, jsonbytes
 from stream_app.core.expiry import due_at
 from stream_app.core.policy import Policy
 from stream_app.core.records import turn_key
@@ -41,7 +41,7 @@ LIVE_SESSIONS = 5_000
 
 
 def collapse_key(session_id: str, key: str) -> bytes:
-    return orjson.dumps([session_id, key])
+    return jsonbytes.dumps([session_id, key])
 
 
 def session_of(key: bytes) -> bytes:
@@ -263,7 +263,7 @@ class TableSessions(SessionStore):
             for call_id in logged - now:
                 snapshot.bodies[turn_key(session_id, call_id)] = None
             for call_id in now - logged:
-                body = orjson.dumps(state.turns[call_id].body)  # type: ignore[union-attr]
+                body = jsonbytes.dumps(state.turns[call_id].body)  # type: ignore[union-attr]
                 snapshot.bodies[turn_key(session_id, call_id)] = body
             self._logged[session_id] = now
             snapshot.sessions[session_id] = None if state is None else state.to_json(bodies=False)
