@@ -53,7 +53,7 @@ from stream_app import heap
 from stream_app.cli import tune_gc
 from stream_app.config import Settings
 from stream_app.core.policy import Policy
-from stream_app.core.records import SourceRecord, turn_key
+from stream_app.core.records import SourceRecord, TopicKind, turn_key
 from stream_app.embedded_broker import WORKER_SETTINGS, EmbeddedBroker, free_port
 from stream_app.pipeline import Pipeline
 from stream_app.replay import record_value, replay
@@ -106,7 +106,8 @@ def state_footprint(sessions: int = 10_000) -> dict[str, float]:
     gc.collect()
     grown = _rss_kib() - before
     store = pipeline.store
-    serialized = sum(len(store.get(s).to_json()) for s in store.session_ids())  # type: ignore[union-attr]
+    states = [store.get(s) for s in store.session_ids()]
+    serialized = sum(len(state.to_json()) for state in states if state is not None)
     return {
         "sessions": sessions,
         "state_bytes_per_session": serialized / sessions,
@@ -114,7 +115,7 @@ def state_footprint(sessions: int = 10_000) -> dict[str, float]:
     }
 
 
-def _idle_session(sid: str) -> list[tuple[str, bytes]]:
+def _idle_session(sid: str) -> list[tuple[TopicKind, bytes]]:
     user = {
         "conversationId": sid,
         "message": {"role": 1, "messageId": f"{sid}-u", "content": [{"text": "fix the bug"}]},
@@ -543,7 +544,7 @@ async def soak(sessions: int, ttl: float) -> dict[str, Any]:
 
             sample("start")
             for first in range(0, sessions, SOAK_STEP):
-                batch = [
+                batch: list[tuple[str, bytes | None, bytes]] = [
                     (kind, sid.encode(), value)
                     for i in range(first, min(first + SOAK_STEP, sessions))
                     for sid in [f"soak-{i}"]

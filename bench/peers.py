@@ -77,9 +77,9 @@ def create_app(args: argparse.Namespace) -> Any:
     import faust
     from faust.transport.drivers import aiokafka as faust_aiokafka
 
-    from stream_app.checkpointing.consumer import FetchWaitConsumerThread
+    from stream_app.checkpointing.consumer import ConsumerThread
 
-    class ShortFetchWaitThread(FetchWaitConsumerThread):
+    class ShortFetchWaitThread(ConsumerThread):
         fetch_max_wait_ms = int(WORKER_SETTINGS["STREAM_APP_FETCH_MAX_WAIT_MS"])
 
     class ShortFetchWaitConsumer(faust_aiokafka.Consumer):
