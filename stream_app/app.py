@@ -143,11 +143,8 @@ def create_app(settings: Settings) -> faust.App:
     last_read: dict[Any, int] = {}  # input partition -> offset, for the lag gauge
     records_read = {name: metrics.RECORDS.labels(topic=name) for name in kinds}
 
-    worked = 0  # records applied, but for the sweeps' timer records: is the worker idle?
-
     def apply_record(msg: faust.types.Message, batch: Batch) -> None:
         """One record into the core; what it emits waits in its batch."""
-        nonlocal worked
         if msg.topic == sessions_name:
             if msg.value is None:
                 return  # nothing this app writes
@@ -156,10 +153,8 @@ def create_app(settings: Settings) -> faust.App:
                 due = store.due_in(p, policy, pipeline.clock())
                 batch.emitted.append((pipeline.sweep(due), None))
             else:
-                worked += 1
                 batch.emitted.append((pipeline.apply(load_input(msg.value)), msg.timestamp))
             return
-        worked += 1
         records_read[msg.topic].inc()
         last_read[msg.tp] = msg.offset
         kind = kinds[msg.topic]
@@ -257,18 +252,12 @@ def create_app(settings: Settings) -> faust.App:
         for partition in range(partitions):
             await sessions.send(key=None, value=SWEEP, partition=partition)
 
-    worked_at_last_give_back = -1
-
     @app.timer(heap.INTERVAL)  # type: ignore[untyped-decorator]
     async def give_back_memory() -> None:
         """An idle worker also drops what only speeds up work: the decoded states (in the
-        tables) and the cached partitions of session keys. Kept since the last burst, they
-        held most of the allocator's blocks, scattered among the freed ones."""
-        nonlocal worked_at_last_give_back
-        if worked == worked_at_last_give_back:
-            store.forget_all()
+        tables) and the cached partitions of session keys."""
+        if store.forget_if_idle():
             partition_for.cache_clear()
-        worked_at_last_give_back = worked
         heap.give_back()
 
     @app.page("/health")

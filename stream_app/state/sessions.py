@@ -150,8 +150,10 @@ class TableSessions(SessionStore):
         self._unwritten: Counter[str] = Counter()  # sealed, not yet written
         self._sealed = 0
         self._held = 0  # sessions held (``recount``)
+        self._worked = False  # a session read or changed since ``forget_if_idle`` last asked
 
     def get(self, session_id: str) -> SessionState | None:
+        self._worked = True
         if session_id in self._live:
             self._live.move_to_end(session_id)
             return self._live[session_id]
@@ -176,6 +178,7 @@ class TableSessions(SessionStore):
         return SessionState.from_json(data, bodies=body)
 
     def put(self, state: SessionState) -> None:
+        self._worked = True
         if not self._holds(state.session_id):
             self._held += 1
         self._live[state.session_id] = state
@@ -183,6 +186,7 @@ class TableSessions(SessionStore):
         self._changed.add(state.session_id)
 
     def delete(self, session_id: str) -> None:
+        self._worked = True
         if self._holds(session_id):
             self._held -= 1
         self._live[session_id] = None
@@ -297,6 +301,15 @@ class TableSessions(SessionStore):
                 del self._unwritten[session_id]
         self.collapse.settled(snapshot)
         self._evict()
+
+    def forget_if_idle(self) -> bool:
+        """Drops every decoded state that is written if no session was read or changed since
+        the last call; whether it did. Kept after a burst they only pin memory: the few
+        objects that outlive a burst keep the allocator from giving back the rest."""
+        idle, self._worked = not self._worked, False
+        if idle:
+            self.forget_all()
+        return idle
 
     def forget_all(self) -> None:
         """Drops every decoded state that is written: partitions moved, the tables rule."""
