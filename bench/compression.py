@@ -36,7 +36,8 @@ def turn_records(lines: list[dict[str, Any]]) -> list[tuple[bytes, bytes]]:
     out = []
     for line in turns.getvalue().splitlines():
         doc = orjson.loads(line)
-        out.append((orjson.dumps(doc["key"]), orjson.dumps(doc["value"])))
+        # A TURNS line holds the key as text: its UTF-8 bytes are the record key.
+        out.append((doc["key"].encode(), orjson.dumps(doc["value"])))
     return out
 
 
