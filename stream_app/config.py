@@ -35,6 +35,7 @@ TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 # Never echoed back in an error line: the value is the secret.
 SECRET_FIELDS = frozenset({"sasl_password", "web_token"})
+MIN_WEB_TOKEN = 16  # characters of STREAM_APP_WEB_TOKEN
 # What a worker is given when it must talk plaintext whatever its environment says (the
 # embedded broker): empty values count as unset.
 PLAINTEXT_SETTINGS = {
@@ -87,9 +88,9 @@ class Settings(BaseSettings):
     # to each other at STREAM_APP_WEB_HOST, and probes and scrapers come from outside the pod;
     # STREAM_APP_WEB_TOKEN protects the one view that serves chat content.
     web_bind: str = Field("0.0.0.0", min_length=1)
-    # Bearer token required by /sessions/{id} when set (16 characters at least: it is the
-    # only thing between the network and chat content).
-    web_token: SecretStr | None = Field(None, min_length=16)
+    # Bearer token required by /sessions/{id} and Faust's /router views when set (16
+    # characters at least: it is the only thing between the network and chat content).
+    web_token: SecretStr | None = None
     security_protocol: SecurityProtocol = "PLAINTEXT"
     sasl_mechanism: SaslMechanism | None = None
     sasl_username: str | None = None
@@ -112,6 +113,29 @@ class Settings(BaseSettings):
     def _empty_is_unset(cls, value: Any) -> Any:
         """An empty variable (a ConfigMap key left blank, or PLAINTEXT_SETTINGS) is no value."""
         return None if value == "" else value
+
+    @field_validator("web_token")
+    @classmethod
+    def _token_fits_a_header(cls, value: SecretStr | None) -> SecretStr | None:
+        """A token a client cannot send as typed would match nothing: a trailing newline
+        from ``echo`` into a Secret, a space, a control character, or a non-ASCII character
+        that clients encode differently. Refused here, in the user's words, never echoed."""
+        if value is None:
+            return None
+        token = value.get_secret_value()
+        if any(c.isspace() or not c.isprintable() for c in token):
+            raise PydanticCustomError(
+                "web_token",
+                "must not contain whitespace or control characters "
+                "(a trailing newline included): it is sent in an Authorization header",
+            )
+        if not token.isascii():
+            raise PydanticCustomError(
+                "web_token", "must be ASCII: clients encode other characters differently"
+            )
+        if len(token) < MIN_WEB_TOKEN:
+            raise PydanticCustomError("web_token", f"must be at least {MIN_WEB_TOKEN} characters")
+        return value
 
     @model_validator(mode="after")
     def _security_is_consistent(self) -> Settings:
