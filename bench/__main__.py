@@ -46,7 +46,7 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from bench import compression, peers, redaction
+from bench import bounded, compression, peers, redaction
 from bench.reading import from_the_start, peak_rss_kib, wait_ready
 from bench.workload import generate
 from stream_app import heap
@@ -702,7 +702,15 @@ if __name__ == "__main__":
         action="store_true",
         help="only time Basic redaction per decision against its decode (no broker)",
     )
+    parser.add_argument(
+        "--bounded",
+        action="store_true",
+        help="only a record's cost and changelog writes against its session's size (no broker)",
+    )
     arguments = parser.parse_args()
+    if arguments.bounded:
+        print(bounded.report(bounded.measure()))
+        sys.exit(0)
     if arguments.compression:
         lines = list(generate(arguments.records, arguments.sessions, seed=3))
         print(compression.report(compression.measure(lines)))

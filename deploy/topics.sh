@@ -60,10 +60,13 @@ topics=(
     # inputs' does.
     "$id-sessions|$partitions|retention.ms=$week"
     # Table changelogs: compacted and never deleted by time, since they are the state. A
-    # session's state is one record, compressed up to the producer's 16 MiB request.
-    "$id-sessions-changelog|$partitions|cleanup.policy=compact,max.message.bytes=16777216"
+    # session is a small head and one record per entry; the largest record the limits let
+    # a state write (a stored decision, about twice STREAM_APP_MAX_RECORD_BYTES, and the
+    # producer's request limit) fits 4 MiB with the defaults, compressed or not.
+    "$id-sessions-changelog|$partitions|cleanup.policy=compact"
+    "$id-entries-changelog|$partitions|cleanup.policy=compact,max.message.bytes=4194304"
     "$id-decisions-changelog|$partitions|cleanup.policy=compact"
-    "$id-turn_bodies-changelog|$partitions|cleanup.policy=compact"
+    "$id-turn_bodies-changelog|$partitions|cleanup.policy=compact,max.message.bytes=4194304"
     # Faust's leader election: one partition, never written to.
     "$id-__assignor-__leader|1|"
 )

@@ -62,7 +62,6 @@ from stream_app.web_auth import requires_token
 
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4"  # aiohttp adds the charset itself
 SWEEP = b'{"sweep":true}'  # the leader's timer record on a sessions partition: expire it
-STATE_MAX_BYTES = 16 * 1024 * 1024
 
 
 class App(faust.App):
@@ -100,9 +99,8 @@ def create_app(settings: Settings) -> faust.App:
         producer_linger=0.005,
         producer_acks=-1,
         producer_compression_type=None if settings.compression == "none" else settings.compression,
-        # A session's state is one changelog record: it may be megabytes before the
-        # compression that the broker's limit applies to (turns are capped in the core).
-        producer_max_request_size=STATE_MAX_BYTES,
+        # The largest record the limits let a state write (turns are capped in the core).
+        producer_max_request_size=policy.max_state_record_bytes,
         # The agent's queue holds runs of up to RUN_RECORDS records each (the drain loop's).
         stream_buffer_maxsize=max(1, settings.read_ahead_records // RUN_RECORDS),
         consumer_auto_offset_reset="earliest",
@@ -135,7 +133,11 @@ def create_app(settings: Settings) -> faust.App:
         KeyPartitionedTable,
         app.Table("turn_bodies", partitions=partitions, session_of=session_of),
     )
-    store = TableSessions(table, decisions, bodies)
+    entries = cast(
+        KeyPartitionedTable,
+        app.Table("entries", partitions=partitions, session_of=session_of),
+    )
+    store = TableSessions(table, decisions, bodies, entries, policy.max_state_record_bytes)
     pipeline = Pipeline(policy, store)
 
     owned: set[int] = set()  # sessions partitions of this worker (this generation)
@@ -233,7 +235,7 @@ def create_app(settings: Settings) -> faust.App:
         consumer = cast(Consumer, app.consumer)
         checkpoints = Checkpoints(
             store,
-            [table, decisions, bodies],
+            [table, decisions, bodies, entries],
             consumer,
             send,
             observe,

@@ -43,6 +43,18 @@ MALFORMED_ARGUMENTS = Counter(
     "Tool-call arguments that were not a JSON object (emitted as {}).",
     registry=REGISTRY,
 )
+STATE_EVICTIONS = Counter(
+    "stream_app_state_evictions",
+    "What a session gave up to stay within its limits, by kind: open_turn (closed early), "
+    "identity (a remembered message identity forgotten).",
+    ["kind"],
+    registry=REGISTRY,
+)
+STATE_RECORDS_TOO_LARGE = Counter(
+    "stream_app_state_records_too_large",
+    "State records past the producer's limit, never sent (a defect: the limits prevent it).",
+    registry=REGISTRY,
+)
 SESSIONS = Gauge("stream_app_sessions", "Sessions held in this worker's state.", registry=REGISTRY)
 LAG = Gauge(
     "stream_app_consumer_lag",
@@ -77,6 +89,10 @@ def count(counts: Counts[str]) -> None:
             MALFORMED_ARGUMENTS.inc(n)
         elif name == "reprocessed":
             REPROCESSED.inc(n)
+        elif name == "turns_closed_early":
+            STATE_EVICTIONS.labels(kind="open_turn").inc(n)
+        elif name == "identities_forgotten":
+            STATE_EVICTIONS.labels(kind="identity").inc(n)
 
 
 def declare(input_topics: list[str]) -> None:
@@ -85,5 +101,7 @@ def declare(input_topics: list[str]) -> None:
     there before it."""
     for reason in Reason:
         DEAD_LETTERS.labels(reason=reason.value)
+    for kind in ("open_turn", "identity"):
+        STATE_EVICTIONS.labels(kind=kind)
     for topic in input_topics:
         RECORDS.labels(topic=topic)

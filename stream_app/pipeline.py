@@ -6,7 +6,6 @@ import time
 from collections.abc import Callable, Iterable
 
 from stream_app.core.assembler import apply
-from stream_app.core.dead_letter import keep_turns_that_fit
 from stream_app.core.expiry import expire
 from stream_app.core.intake import decode
 from stream_app.core.policy import Policy
@@ -33,8 +32,6 @@ class Pipeline:
             self.store.get(item.session_id), item, self.policy, now, self.store.collapse
         )
         self.store.put(state)
-        if out.turns:
-            keep_turns_that_fit(out, item.source, self.policy.max_turn_bytes, now)
         return out
 
     def process(self, record: SourceRecord) -> Outputs:

@@ -30,3 +30,8 @@ def assert_valid_turn_key(key: bytes, turn: Any, session_id: str) -> None:
     errors = sorted(validator("turn-key.v1.json").iter_errors(pair), key=str)
     assert not errors, f"key violates turn-key.v1.json: {errors[0].message}"
     assert pair == [session_id, turn["inference_call_id"]]
+
+
+def assert_valid_dead_letter(letter: Any) -> None:
+    errors = sorted(validator("dead-letter.v1.json").iter_errors(letter), key=str)
+    assert not errors, f"dead letter violates dead-letter.v1.json: {errors[0].message}"

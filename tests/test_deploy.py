@@ -373,7 +373,8 @@ def test_the_topics_job_creates_every_topic_a_worker_would(tmp_path: Path, sourc
         name for name, t in topics.items() if t["config"].get("cleanup.policy") == "compact"
     }
     changelogs = {
-        f"{settings.id}-{table}-changelog" for table in ("sessions", "decisions", "turn_bodies")
+        f"{settings.id}-{table}-changelog"
+        for table in ("sessions", "entries", "decisions", "turn_bodies")
     }
     # The state is the changelogs: compacted, never deleted by time; the turn topic keeps the
     # latest revision of every key.

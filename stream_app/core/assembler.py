@@ -8,16 +8,22 @@ when exactly one turn answers to that id (unique-or-drop).
 The state passed in is owned by the call: it is updated and returned, never shared. A
 source record applied once is never applied again, so a worker that reads again from its
 last committed offset after a crash changes nothing it had already done.
+
+Every per-session structure has a limit (``Policy``, SPEC §6): a record that would cross
+one is a ``session_limit`` dead letter naming the limit and the session, and the session
+goes on. Each step looks up what it needs through the state's indexes: a record costs the
+same whatever its session holds, but for what it emits.
 """
 
 from __future__ import annotations
 
 from stream_app.core.collapse import Collapse, first_copy
 from stream_app.core.completion import render_completion
-from stream_app.core.dead_letter import dead_letter
+from stream_app.core.dead_letter import dead_letter, turn_too_large
 from stream_app.core.expiry import due, expire
 from stream_app.core.policy import Policy
 from stream_app.core.records import (
+    Origin,
     Outputs,
     SessionDecision,
     SessionInput,
@@ -60,26 +66,51 @@ def apply(
     return state, out
 
 
+def _session_limit(
+    state: SessionState, origin: Origin, problem: str, now: float, out: Outputs
+) -> None:
+    out.outcome = "dead_lettered"
+    error = f"session {state.session_id!r}: {problem}"
+    out.dead_letters.append(dead_letter(origin, Reason.SESSION_LIMIT, error, now))
+    out.counts[f"dead_letter:{Reason.SESSION_LIMIT.value}"] += 1
+
+
 def _add_message(
     state: SessionState, item: SessionMessage, policy: Policy, now: float, out: Outputs
 ) -> None:
     call_id = item.inference_call_id
-    if (item.identity is not None and item.identity in state.seen_messages) or (
-        call_id is not None and "call:" + call_id in state.seen_messages
+    seen = state.seen_messages
+    if (item.identity is not None and item.identity in seen) or (
+        call_id is not None and ("call:" + call_id in seen or call_id in state.turns)
     ):
         out.outcome = "duplicate"
         out.counts["duplicate:message"] += 1
         return
+    if call_id is None and (problem := _pending_limit(state, item, policy)) is not None:
+        _session_limit(state, item.origin, problem, now, out)
+        return
     out.outcome = "contributed"
-    arrived = PendingMessage(item.identity, item.sequence, item.message)
-    for i, pending in enumerate(state.pending):
-        if item.identity is not None and pending.identity == item.identity:
-            state.pending[i] = arrived  # the final copy of a streamed message
-            break
-    else:
-        state.pending.append(arrived)
+    state.add_pending(PendingMessage(item.identity, item.sequence, item.message, item.size))
     if call_id is not None:
         _complete_turn(state, call_id, item, policy, now, out)
+
+
+def _pending_limit(state: SessionState, item: SessionMessage, policy: Policy) -> str | None:
+    """Why the session cannot take one more pending message, if it cannot. A message that
+    completes a turn always enters: it leaves the pending list empty."""
+    replaced = state.pending_with(item.identity)
+    if replaced is None and len(state.pending_messages) >= policy.max_pending_messages:
+        return (
+            f"already holds {len(state.pending_messages)} pending messages, the limit "
+            f"(max_pending_messages {policy.max_pending_messages}); no turn has completed them"
+        )
+    held = state.pending_bytes - (0 if replaced is None else replaced.size)
+    if held + item.size > policy.max_pending_bytes:
+        return (
+            f"{held} bytes of pending messages and this message's {item.size} would pass "
+            f"the limit (max_pending_bytes {policy.max_pending_bytes})"
+        )
+    return None
 
 
 def _complete_turn(
@@ -90,9 +121,10 @@ def _complete_turn(
     now: float,
     out: Outputs,
 ) -> None:
-    pending = state.pending
-    if all(p.sequence is not None for p in pending):
-        pending = sorted(pending, key=lambda p: p.sequence or 0)
+    unsequenced = state.unsequenced
+    pending = state.take_pending()
+    if not unsequenced:
+        pending.sort(key=lambda p: p.sequence or 0)
     tool_calls = [part for part in final.message["parts"] if part["type"] == "tool_call"]
     turn = EmittedTurn(
         body={
@@ -104,37 +136,61 @@ def _complete_turn(
         reach=list(dict.fromkeys([call_id, *(part["id"] for part in tool_calls)])),
         emitted_at=state.stamp(now),
     )
-    state.seen_messages.update(p.identity for p in state.pending if p.identity is not None)
-    state.seen_messages.add("call:" + call_id)
-    state.pending = []
+    limit = policy.max_remembered_identities
+    forgot = sum(state.remember(p.identity, limit) for p in pending if p.identity is not None)
+    forgot += state.remember("call:" + call_id, limit)
+    if forgot:
+        out.counts["identities_forgotten"] += forgot
 
     # An id this turn shares with an earlier turn no longer names one turn: decisions
     # joined through it were joined on a guess, so they leave that turn for the DLQ.
     revised: dict[str, EmittedTurn] = {}
     for rid in turn.reach:
         for other in state.turns_reaching(rid):
-            for d in [d for d in other.decisions if d.call_id == rid]:
-                other.decisions.remove(d)
-                revised[other.body["inference_call_id"]] = other
+            guessed = [d for d in other.decisions if d.call_id == rid]
+            if guessed:
+                other.decisions = [d for d in other.decisions if d.call_id != rid]
+                revised[other.call_id] = other
+            for d in guessed:
+                state.drop_decision(d)
                 _ambiguous(state, d, [other, turn], now, out)
-    state.add_turn(turn)
 
-    still_waiting = []
-    for d in state.waiting:
-        if d.call_id not in turn.reach:
-            still_waiting.append(d)
-        elif len(reached := state.turns_reaching(d.call_id)) > 1:
-            _ambiguous(state, d, reached, now, out)
+    for d in [d for rid in turn.reach for d in state.take_waiting(rid)]:
+        if others := state.turns_reaching(d.call_id):
+            state.drop_decision(d)
+            _ambiguous(state, d, [*others, turn], now, out)
+        elif len(turn.decisions) >= policy.max_turn_decisions:
+            state.drop_decision(d)
+            _session_limit(state, d.origin, _full(turn, policy), now, out)
         else:
             turn.decisions.append(d)
-    state.waiting = still_waiting
 
-    out.turns.append(
-        TurnRevision(state.session_id, turn.render(), True, turn.revision, turn.final_after(policy))
-    )
-    out.counts["turns_emitted"] += 1
+    revision = _revision(state, turn, True, policy, final.origin, now, out)
+    if revision is None:  # too large for the turn topic: it cannot be revised either
+        for d in turn.decisions:
+            state.drop_decision(d)
+    else:
+        turn.size = len(revision.value)
+        _close_oldest_for(state, turn, policy, out)
+        state.add_turn(turn)
+        out.turns.append(revision)
+        out.counts["turns_emitted"] += 1
     for other in revised.values():
-        _revise(state, other, policy, out)
+        _revise(state, other, policy, final.origin, now, out)
+
+
+def _close_oldest_for(state: SessionState, turn: EmittedTurn, policy: Policy, out: Outputs) -> None:
+    """Makes room for one more open turn: the oldest are closed early (as ``expire`` would
+    close them later), so a decision for one of them waits and is orphaned, never lost."""
+    closed = 0
+    while state.turns and (
+        len(state.turns) >= policy.max_open_turns
+        or state.open_turn_bytes + turn.size > policy.max_open_turn_bytes
+    ):
+        state.drop_turn(next(iter(state.turns)))
+        closed += 1
+    if closed:
+        out.counts["turns_closed_early"] += closed
 
 
 def _add_decision(
@@ -155,17 +211,25 @@ def _add_decision(
         out.outcome = "duplicate"
         out.counts["duplicate:decision"] += 1
         return
+
+    call_id = item.decision["call_id"]
+    reached = [] if call_id is None else state.turns_reaching(call_id)
+    if len(reached) == 1 and len(reached[0].decisions) >= policy.max_turn_decisions:
+        _session_limit(state, item.origin, _full(reached[0], policy), now, out)
+        return
+    waiting = len(state.waiting_decisions)
+    if call_id is not None and not reached and waiting >= policy.max_waiting_decisions:
+        problem = (
+            f"already holds {waiting} decisions waiting for their turn, the limit "
+            f"(max_waiting_decisions {policy.max_waiting_decisions})"
+        )
+        _session_limit(state, item.origin, problem, now, out)
+        return
+
     collapse.remember(session_id, item.natural_key, this)
     if sibling is not None and not pathless:
         collapse.remember(session_id, sibling, this)
-
-    decision = dict(item.decision)
-    if decision["captured_at"] is None:
-        decision["captured_at"] = format_utc(now)  # first store wins; copies are collapsed
-    stored = StoredDecision(
-        decision, (instant_ns(decision["occurred_at"]), decision["decision_id"]), item.origin
-    )
-    if decision["call_id"] is None:
+    if call_id is None:
         out.outcome = "dead_lettered"
         out.dead_letters.append(
             dead_letter(
@@ -178,33 +242,79 @@ def _add_decision(
         out.counts[f"dead_letter:{Reason.UNATTRIBUTABLE_DECISION.value}"] += 1
         return
 
-    reached = state.turns_reaching(stored.call_id)
+    decision = dict(item.decision)
+    if decision["captured_at"] is None:
+        decision["captured_at"] = format_utc(now)  # first store wins; copies are collapsed
+    stored = StoredDecision(
+        decision, (instant_ns(decision["occurred_at"]), decision["decision_id"]), item.origin
+    )
     if len(reached) > 1:
         out.outcome = "dead_lettered"
         _ambiguous(state, stored, reached, now, out)
     elif reached:
         out.outcome = "contributed"
+        state.store_decision(stored)
         reached[0].decisions.append(stored)
-        _revise(state, reached[0], policy, out)
+        _revise(state, reached[0], policy, item.origin, now, out)
     else:
         out.outcome = "contributed"
-        state.waiting.append(stored)
+        state.add_waiting(stored)
 
 
-def _revise(state: SessionState, turn: EmittedTurn, policy: Policy, out: Outputs) -> None:
-    turn.revision += 1
-    out.turns.append(
-        TurnRevision(
-            state.session_id, turn.render(), False, turn.revision, turn.final_after(policy)
-        )
+def _revision(
+    state: SessionState,
+    turn: EmittedTurn,
+    first: bool,
+    policy: Policy,
+    cause: Origin,
+    now: float,
+    out: Outputs,
+) -> TurnRevision | None:
+    """The turn's next revision, or None and its ``turn_too_large`` dead letter: a Turn
+    over ``max_turn_bytes`` is one no consumer with Kafka's default limits could read."""
+    number = turn.revision if first else turn.revision + 1
+    revision = TurnRevision(
+        state.session_id, turn.render(), first, number, turn.final_after(policy)
     )
+    if len(revision.value) <= policy.max_turn_bytes:
+        return revision
+    problem = f"over the {policy.max_turn_bytes}-byte limit of a turn"
+    source = (cause.source_topic, cause.partition, cause.offset)
+    out.dead_letters.append(turn_too_large(revision, source, problem, now))
+    out.counts[f"dead_letter:{Reason.TURN_TOO_LARGE.value}"] += 1
+    return None
+
+
+def _revise(
+    state: SessionState,
+    turn: EmittedTurn,
+    policy: Policy,
+    cause: Origin,
+    now: float,
+    out: Outputs,
+) -> None:
+    state.changed_turn(turn)
+    revision = _revision(state, turn, False, policy, cause, now, out)
+    if revision is None:  # its number stays unused (``TurnRevision.revision``)
+        turn.revision += 1
+        return
+    turn.revision = revision.revision
+    out.turns.append(revision)
     out.counts["turn_revisions"] += 1
+
+
+def _full(turn: EmittedTurn, policy: Policy) -> str:
+    return (
+        f"turn {turn.call_id!r} already has {len(turn.decisions)} decisions, the limit "
+        f"(max_turn_decisions {policy.max_turn_decisions})"
+    )
 
 
 def _ambiguous(
     state: SessionState, d: StoredDecision, turns: list[EmittedTurn], now: float, out: Outputs
 ) -> None:
-    names = ", ".join(repr(t.body["inference_call_id"]) for t in turns)
+    """``d`` no longer joins a turn; a stored decision is dropped by the caller first."""
+    names = ", ".join(repr(t.call_id) for t in turns)
     error = (
         f"call_id: {d.call_id!r} reaches {len(turns)} turns of session "
         f"{state.session_id!r} ({names})"

@@ -134,20 +134,6 @@ def turn_too_large(
     return dead_letter(origin, Reason.TURN_TOO_LARGE, error, now)
 
 
-def keep_turns_that_fit(out: Outputs, source: Source, max_turn_bytes: int, now: float) -> None:
-    """Turns a revision whose Turn JSON is over ``max_turn_bytes`` into its dead letter."""
-    fit = []
-    for revision in out.turns:
-        if len(revision.value) <= max_turn_bytes:
-            fit.append(revision)
-            continue
-        problem = f"over the {max_turn_bytes}-byte limit of a turn"
-        out.dead_letters.append(turn_too_large(revision, source, problem, now))
-        out.counts["turns_emitted" if revision.first else "turn_revisions"] -= 1
-        out.counts[f"dead_letter:{Reason.TURN_TOO_LARGE.value}"] += 1
-    out.turns = fit
-
-
 def original_key(letter: dict[str, Any]) -> bytes | None:
     """The source record's key bytes: a dead letter keeps the key it came with."""
     key = letter["key"]

@@ -37,7 +37,7 @@ def expire(state: SessionState, policy: Policy, now: float) -> tuple[SessionStat
     out = Outputs()
     idle = now - state.last_seen
     if idle > policy.session_ttl_seconds:
-        for waiting in state.waiting:
+        for waiting in state.waiting_decisions.values():
             error = (
                 f"no turn of session {state.session_id!r} reached call_id {waiting.call_id!r} "
                 f"before the session expired (idle {idle:.0f} s > "
@@ -47,7 +47,7 @@ def expire(state: SessionState, policy: Policy, now: float) -> tuple[SessionStat
                 dead_letter(waiting.origin, Reason.ORPHANED_DECISION, error, now)
             )
             out.counts[f"dead_letter:{Reason.ORPHANED_DECISION.value}"] += 1
-        out.counts["pending_messages_expired"] += len(state.pending)
+        out.counts["pending_messages_expired"] += len(state.pending_messages)
         out.counts["sessions_expired"] += 1
         return None, out
     horizon = now - policy.late_decision_window_seconds

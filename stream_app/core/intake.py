@@ -90,15 +90,24 @@ def _message(
     message = event.message
     session = event.conversationId
     completes = message.role == "assistant" and bool(message.finishReason)
+    translated = inference_message(message, counts)
+    size = len(orjson.dumps(translated))
+    if size > policy.max_record_bytes:  # a message's tool calls can expand ~2.7 times
+        raise _Rejected(
+            Reason.TOO_LARGE,
+            f"message: is {size} bytes once translated to an InferenceMessage, over the "
+            f"{policy.max_record_bytes}-byte limit",
+        )
     return SessionMessage(
         session_id=session,
-        source=(record.topic, record.partition, record.offset),
         identity=identity(message),
         sequence=message.sequence,
-        message=inference_message(message, counts),
+        message=translated,
         inference_call_id=inference_call_id(session, message, doc["message"])
         if completes
         else None,
+        size=size,
+        origin=Origin.of(record),
     )
 
 
@@ -146,6 +155,12 @@ def decode(record: SourceRecord, policy: Policy, now: float) -> tuple[SessionInp
     """A session input, or ``None`` and the dead letter that took the record's place."""
     out = Outputs()
     try:
+        if record.key is not None and len(record.key) > policy.max_key_bytes:
+            raise _Rejected(
+                Reason.SESSION_LIMIT,
+                f"key: is {len(record.key)} bytes, over the {policy.max_key_bytes}-byte "
+                "limit for record keys",
+            )
         doc = _parse(record, policy)
         if record.kind == "messages":
             return _message(doc, record, out.counts, policy), out

@@ -16,6 +16,35 @@ class Policy:
     # A Turn's JSON past this is a `turn_too_large` dead letter: what Kafka's default
     # message limit lets a consumer read, whatever the producer's compression made of it.
     max_turn_bytes: int = 1024 * 1024
+    # Basic redaction of messages' text, tool arguments and tool results, as of ``raw``:
+    # off by default, since the contract redacts ``raw`` only and content is the dataset.
+    redact_content: bool = False
+    # Per session (SPEC §6; each is a STREAM_APP_* setting, docs/operations.md). A record
+    # that would cross one is a `session_limit` dead letter and the session goes on; the
+    # two that a turn's emission crosses drop the oldest instead (see each).
+    max_key_bytes: int = 4096  # a record's key: it travels into dead letters and state
+    max_pending_messages: int = 1000  # messages waiting for their turn; a finish always enters
+    max_pending_bytes: int = 8 * 1024 * 1024  # their JSON, as translated
+    max_waiting_decisions: int = 1000  # decisions waiting for their turn
+    max_turn_decisions: int = 256  # decisions joined to one turn
+    # Open turns (still open to late decisions), by count and by their Turn JSON: a new turn
+    # past either closes the oldest early (counted `turns_closed_early`).
+    max_open_turns: int = 1000
+    max_open_turn_bytes: int = 64 * 1024 * 1024
+    # Identities of emitted messages, kept to recognise a redelivery: past this the oldest
+    # are forgotten (counted), and a copy of a forgotten message is taken for a new one.
+    max_remembered_identities: int = 10_000
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "org_id", normalize_org(self.org_id))
+
+    @property
+    def max_state_record_bytes(self) -> int:
+        """The largest changelog record the limits let a state write: a stored decision
+        (its record twice: as decided and as the record a later dead letter carries, plus
+        the key), a pending message (at most a record once translated), a turn body (at
+        most a turn), plus room for the entry's own fields. The producer's request limit is
+        set from it (``app.py``), and a state record past it is never sent
+        (``state/sessions.py``)."""
+        largest = max(2 * self.max_record_bytes + self.max_key_bytes, self.max_turn_bytes)
+        return largest + 64 * 1024

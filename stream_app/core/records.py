@@ -69,12 +69,17 @@ class SessionMessage:
     """A validated chat message, translated to an InferenceMessage, keyed by its session."""
 
     session_id: str
-    source: Source
     identity: str | None
     sequence: int | None
     message: dict[str, Any]
     # Set when this message completes an inference call (assistant, non-empty finishReason).
     inference_call_id: str | None
+    size: int  # bytes of ``message`` as JSON: what the session's pending limit counts
+    origin: Origin  # the record, for a dead letter written when the session cannot take it
+
+    @property
+    def source(self) -> Source:
+        return (self.origin.source_topic, self.origin.partition, self.origin.offset)
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,15 +176,17 @@ class Outputs:
 def dump_input(item: SessionInput) -> bytes:
     """A session input as bytes, to cross the repartition topic between intake and state."""
     if isinstance(item, SessionMessage):
+        o = item.origin
         return jsonbytes.dumps(
             {
                 "m": [
                     item.session_id,
-                    item.source,
                     item.identity,
                     item.sequence,
                     item.message,
                     item.inference_call_id,
+                    item.size,
+                    [o.source_topic, o.partition, o.offset, o.key, o.value, o.encoding],
                 ]
             }
         )
@@ -200,7 +207,9 @@ def dump_input(item: SessionInput) -> bytes:
 def load_input(data: bytes) -> SessionInput:
     doc = orjson.loads(data)
     if "m" in doc:
-        session_id, source, identity, sequence, message, call_id = doc["m"]
-        return SessionMessage(session_id, tuple(source), identity, sequence, message, call_id)
+        session_id, identity, sequence, message, call_id, size, origin = doc["m"]
+        return SessionMessage(
+            session_id, identity, sequence, message, call_id, size, Origin(*origin)
+        )
     session_id, decision, key, sibling, origin = doc["d"]
     return SessionDecision(session_id, decision, key, sibling, Origin(*origin))

@@ -1,16 +1,23 @@
 """One session's state: a plain value that round-trips through JSON.
 
 It holds what arrived since the last turn, the turns still open to late decisions, the
-decisions waiting for their turn, and the identities of messages already seen (so
-redeliveries are recognised for as long as the session lives; decisions are recognised by
-the collapse table, ``core/collapse.py``).
+decisions waiting for their turn, and the identities of messages already emitted (so
+redeliveries are recognised; decisions are recognised by the collapse table,
+``core/collapse.py``).
+
+Every structure is bounded by the policy's limits (``core/assembler.py`` keeps them) and
+every look-up a record makes is indexed, so a record costs the same whatever its session
+holds. A state is made of **entries**, numbered in the order they were made: each pending
+message, stored decision, open turn and remembered identity is one. An entry never changes
+once made (a turn that gains a decision becomes a new entry), and the state notes each entry
+it makes or drops (``made``, ``dropped``), so a store writes what changed, not the whole session
+(``state/entries.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
@@ -18,12 +25,28 @@ from stream_app.core import jsonbytes
 from stream_app.core.policy import Policy
 from stream_app.core.records import Origin
 
+EntryKind = Literal["m", "d", "t", "i"]
+MESSAGE: EntryKind = "m"  # a pending message
+DECISION: EntryKind = "d"  # a stored decision, waiting or joined to a turn
+TURN: EntryKind = "t"  # an open turn: its ids, instant, revision and decisions
+IDENTITY: EntryKind = "i"  # a remembered message identity
+
 
 @dataclass(slots=True)
 class PendingMessage:
     identity: str | None
     sequence: int | None
     message: dict[str, Any]
+    size: int = 0  # bytes of the message's JSON: what ``max_pending_bytes`` counts
+    entry: int = 0
+    position: int = 0  # its place in arrival order: the entry of its first copy
+    # Derived, never compared: the message as state JSON, made once.
+    _json: bytes | None = field(default=None, compare=False, repr=False)
+
+    def json(self) -> bytes:
+        if self._json is None:
+            self._json = jsonbytes.dumps(self.message)
+        return self._json
 
 
 @dataclass(slots=True)
@@ -31,8 +54,8 @@ class StoredDecision:
     decision: dict[str, Any]
     order: tuple[int, str]  # (occurred_at instant, decision_id): the order within a turn
     origin: Origin  # kept so that a later ambiguity or expiry can still dead-letter it
-    # Derived, never stored: this decision as state JSON. A stored decision never changes,
-    # and it carries its whole source record, written again at every checkpoint.
+    entry: int = 0
+    # Derived, never stored: this decision as state JSON. A stored decision never changes.
     _json: bytes | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -51,6 +74,11 @@ class StoredDecision:
             )
         return orjson.Fragment(self._json)
 
+    @staticmethod
+    def load(doc: list[Any], entry: int) -> StoredDecision:
+        decision, instant, origin = doc
+        return StoredDecision(decision, (instant, decision["decision_id"]), Origin(*origin), entry)
+
 
 @dataclass(slots=True)
 class EmittedTurn:
@@ -62,6 +90,13 @@ class EmittedTurn:
     # not counted by the shell, so that a worker restarted from its changelog, and replay,
     # number a turn's revisions alike (the ``revision`` header of the turn topic).
     revision: int = 1
+    entry: int = 0
+    born: int = 0  # its first entry: the turns' order, which ``expire`` walks
+    size: int = 0  # bytes of its first revision's Turn JSON: what ``max_open_turn_bytes`` counts
+
+    @property
+    def call_id(self) -> str:
+        return str(self.body["inference_call_id"])
 
     def final_after(self, policy: Policy) -> float:
         """The instant after which nothing can revise this turn: ``expire`` drops it then.
@@ -83,25 +118,171 @@ class EmittedTurn:
             "tool_calls": body["tool_calls"],
         }
 
+    def meta(self) -> list[Any]:
+        """The turn's entry without its body (``turn_bodies`` holds that, written once)."""
+        return [
+            self.call_id,
+            self.reach,
+            self.emitted_at,
+            self.revision,
+            self.born,
+            self.size,
+            [d.entry for d in self.decisions],
+        ]
+
+
+Entry = PendingMessage | StoredDecision | EmittedTurn | str
+
 
 @dataclass(slots=True)
 class SessionState:
     session_id: str
     last_seen: float
-    pending: list[PendingMessage] = field(default_factory=list)
+    # Pending messages by position (the entry of a message's first copy), in arrival order.
+    pending_messages: dict[int, PendingMessage] = field(default_factory=dict)
     turns: dict[str, EmittedTurn] = field(default_factory=dict)  # by inference_call_id
-    waiting: list[StoredDecision] = field(default_factory=list)
-    seen_messages: set[str] = field(default_factory=set)
+    waiting_decisions: dict[int, StoredDecision] = field(default_factory=dict)  # by entry
+    # Identities of messages emitted in a turn (and "call:<id>" of each turn), oldest first,
+    # each with its entry; past ``max_remembered_identities`` the oldest are forgotten.
+    seen_messages: dict[str, int] = field(default_factory=dict)
     # Highest offset applied per source "topic:partition". After a crash a worker reads
     # again from its last commit; records at or below these offsets were already applied.
     applied: dict[str, int] = field(default_factory=dict)
-    # Derived, never stored: which turns each id reaches (decisions look this up).
+    next_entry: int = 0
+    # The store's: the generation of the state it last wrote (``state/entries.py``), and
+    # ``next_entry`` as it was then (the entries from there on are not written yet).
+    generation: int = 0
+    written_next: int = field(default=0, compare=False, repr=False)
+    # Entries made, and entries dropped that were made before, since the store last took
+    # them (``take_changes``): an entry made and dropped in between is in neither.
+    made: dict[tuple[EntryKind, int], Entry] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    dropped: dict[tuple[EntryKind, int], Entry] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    # Derived, never stored: the indexes every look-up goes through.
     _reach: dict[str, list[str]] = field(default_factory=dict, compare=False, repr=False)
+    _pending_by_identity: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
+    _waiting_by_call: dict[str, dict[int, None]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    pending_bytes: int = field(default=0, compare=False, repr=False)
+    unsequenced: int = field(default=0, compare=False, repr=False)  # pending with no sequence
+    open_turn_bytes: int = field(default=0, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         for key, turn in self.turns.items():
+            self.open_turn_bytes += turn.size
             for rid in turn.reach:
                 self._reach.setdefault(rid, []).append(key)
+        for position, p in self.pending_messages.items():
+            self._index_pending(position, p)
+        for d in self.waiting_decisions.values():
+            self._waiting_by_call.setdefault(d.call_id, {})[d.entry] = None
+
+    @property
+    def pending(self) -> list[PendingMessage]:
+        """The pending messages in arrival order."""
+        return list(self.pending_messages.values())
+
+    @property
+    def waiting(self) -> list[StoredDecision]:
+        """The decisions waiting for their turn, in arrival order."""
+        return list(self.waiting_decisions.values())
+
+    # -- entries ---------------------------------------------------------------------
+
+    def _made(self, kind: EntryKind, entry: Entry) -> int:
+        n = self.next_entry
+        self.next_entry += 1
+        self.made[(kind, n)] = entry
+        return n
+
+    def _dropped(self, kind: EntryKind, n: int, entry: Entry) -> None:
+        if self.made.pop((kind, n), None) is None:
+            self.dropped[(kind, n)] = entry
+
+    def take_changes(
+        self,
+    ) -> tuple[dict[tuple[EntryKind, int], Entry], dict[tuple[EntryKind, int], Entry]]:
+        """The entries made and dropped since the last call (a store writes them)."""
+        made, dropped = self.made, self.dropped
+        self.made, self.dropped = {}, {}
+        return made, dropped
+
+    # -- pending messages ------------------------------------------------------------
+
+    def _index_pending(self, position: int, p: PendingMessage) -> None:
+        if p.identity is not None:
+            self._pending_by_identity[p.identity] = position
+        self.pending_bytes += p.size
+        self.unsequenced += p.sequence is None
+
+    def pending_with(self, identity: str | None) -> PendingMessage | None:
+        if identity is None:
+            return None
+        position = self._pending_by_identity.get(identity)
+        return None if position is None else self.pending_messages[position]
+
+    def add_pending(self, p: PendingMessage) -> None:
+        """Appends a message, or replaces the pending copy with its identity in place."""
+        position = self._pending_by_identity.get(p.identity) if p.identity else None
+        p.entry = self._made(MESSAGE, p)
+        if position is None:
+            position = p.entry
+        else:
+            old = self.pending_messages[position]
+            self._dropped(MESSAGE, old.entry, old)
+            self.pending_bytes -= old.size
+            self.unsequenced -= old.sequence is None
+        p.position = position
+        self.pending_messages[position] = p
+        self._index_pending(position, p)
+
+    def take_pending(self) -> list[PendingMessage]:
+        """Every pending message, in arrival order; the pending list is left empty."""
+        taken = list(self.pending_messages.values())
+        for p in taken:
+            self._dropped(MESSAGE, p.entry, p)
+        self.pending_messages = {}
+        self._pending_by_identity = {}
+        self.pending_bytes = self.unsequenced = 0
+        return taken
+
+    # -- remembered identities -------------------------------------------------------
+
+    def remember(self, identity: str, limit: int) -> int:
+        """Remembers an identity; forgets the oldest past ``limit``: how many it forgot."""
+        if identity in self.seen_messages:
+            return 0
+        self.seen_messages[identity] = self._made(IDENTITY, identity)
+        forgot = 0
+        while len(self.seen_messages) > limit:
+            oldest = next(iter(self.seen_messages))
+            self._dropped(IDENTITY, self.seen_messages.pop(oldest), oldest)
+            forgot += 1
+        return forgot
+
+    # -- decisions -------------------------------------------------------------------
+
+    def store_decision(self, d: StoredDecision) -> None:
+        d.entry = self._made(DECISION, d)
+
+    def drop_decision(self, d: StoredDecision) -> None:
+        self._dropped(DECISION, d.entry, d)
+
+    def add_waiting(self, d: StoredDecision) -> None:
+        self.store_decision(d)
+        self.waiting_decisions[d.entry] = d
+        self._waiting_by_call.setdefault(d.call_id, {})[d.entry] = None
+
+    def take_waiting(self, call_id: str) -> list[StoredDecision]:
+        """The decisions waiting for ``call_id``, in arrival order, no longer waiting."""
+        entries = self._waiting_by_call.pop(call_id, {})
+        return [self.waiting_decisions.pop(n) for n in entries]
+
+    # -- turns -----------------------------------------------------------------------
 
     def stamp(self, now: float) -> float:
         """The emission instant of a new turn: ``now``, or the newest turn's if that is later.
@@ -117,83 +298,82 @@ class SessionState:
         return [self.turns[key] for key in self._reach.get(call_id, ())]
 
     def add_turn(self, turn: EmittedTurn) -> None:
-        key = turn.body["inference_call_id"]
+        key = turn.call_id
+        turn.entry = turn.born = self._made(TURN, turn)
         self.turns[key] = turn
+        self.open_turn_bytes += turn.size
         for rid in turn.reach:
             self._reach.setdefault(rid, []).append(key)
 
-    def drop_turn(self, key: str) -> None:
+    def changed_turn(self, turn: EmittedTurn) -> None:
+        """A turn's decisions or revision changed: it is a new entry."""
+        self._dropped(TURN, turn.entry, turn)
+        turn.entry = self._made(TURN, turn)
+
+    def drop_turn(self, key: str) -> EmittedTurn:
         turn = self.turns.pop(key)
+        self._dropped(TURN, turn.entry, turn)
+        for d in turn.decisions:
+            self.drop_decision(d)
+        self.open_turn_bytes -= turn.size
         for rid in turn.reach:
             keys = self._reach[rid]
             keys.remove(key)
             if not keys:
                 del self._reach[rid]
+        return turn
 
     # -- serialization ---------------------------------------------------------------
 
-    def to_json(self, bodies: bool = True) -> bytes:
-        """The state as JSON; without ``bodies`` a turn is named by its key instead, and
-        ``from_json`` must be given the bodies (a changelog stores each body once)."""
+    def to_json(self) -> bytes:
+        """The whole state as JSON: for ``/sessions/{id}`` and the tests; a store writes
+        entries (``state/entries.py``)."""
         return jsonbytes.dumps(
             {
                 "session_id": self.session_id,
                 "last_seen": self.last_seen,
-                "pending": [[p.identity, p.sequence, p.message] for p in self.pending],
-                "turns": [
-                    [
-                        t.body if bodies else key,
-                        t.reach,
-                        t.emitted_at,
-                        [d.json() for d in t.decisions],
-                        t.revision,
-                    ]
-                    for key, t in self.turns.items()
+                "pending": [
+                    [p.entry, p.position, p.identity, p.sequence, p.size, p.message]
+                    for p in self.pending_messages.values()
                 ],
-                "waiting": [d.json() for d in self.waiting],
-                # Sorted: a set's order depends on its history, and equal states should
-                # give equal bytes.
-                "seen_messages": sorted(self.seen_messages),
+                "turns": [
+                    [t.entry, t.body, t.meta(), [[d.entry, d.json()] for d in t.decisions]]
+                    for t in self.turns.values()
+                ],
+                "waiting": [[d.entry, d.json()] for d in self.waiting_decisions.values()],
+                "seen_messages": list(self.seen_messages.items()),
                 "applied": self.applied,
+                "next_entry": self.next_entry,
+                "generation": self.generation,
             }
         )
 
-    @staticmethod
-    def due_inputs(data: bytes) -> tuple[float, float | None]:
-        """``last_seen`` and the oldest turn's emission instant of a state as ``to_json``
-        wrote it (with or without bodies), without building the state."""
-        doc = orjson.loads(data)
-        turns = doc["turns"]
-        return doc["last_seen"], (turns[0][2] if turns else None)
-
     @classmethod
-    def from_json(
-        cls, data: bytes, bodies: Callable[[str], dict[str, Any] | None] | None = None
-    ) -> SessionState:
-        """``bodies`` gives a turn's body by its key, for JSON written without them; a turn
-        whose body it cannot give (None) is left out: it can no longer be revised."""
+    def from_json(cls, data: bytes) -> SessionState:
         doc = orjson.loads(data)
         turns = {}
-        for body, reach, at, decisions, *revision in doc["turns"]:
-            if bodies is not None:
-                body = bodies(body)
-                if body is None:
-                    continue
-            # State written before turns were numbered has no revision: count on from 1.
-            turns[body["inference_call_id"]] = EmittedTurn(
-                body, reach, at, [_load_decision(d) for d in decisions], *revision[:1]
-            )
+        for entry, body, meta, decisions in doc["turns"]:
+            turn = load_turn(body, meta, entry, [StoredDecision.load(d, n) for n, d in decisions])
+            turns[turn.call_id] = turn
         return cls(
             session_id=doc["session_id"],
             last_seen=doc["last_seen"],
-            pending=[PendingMessage(i, s, m) for i, s, m in doc["pending"]],
+            pending_messages={
+                position: PendingMessage(identity, sequence, message, size, entry, position)
+                for entry, position, identity, sequence, size, message in doc["pending"]
+            },
             turns=turns,
-            waiting=[_load_decision(d) for d in doc["waiting"]],
-            seen_messages=set(doc["seen_messages"]),
+            waiting_decisions={n: StoredDecision.load(d, n) for n, d in doc["waiting"]},
+            seen_messages=dict(doc["seen_messages"]),
             applied=doc["applied"],
+            next_entry=doc["next_entry"],
+            generation=doc["generation"],
         )
 
 
-def _load_decision(doc: list[Any]) -> StoredDecision:
-    decision, instant, origin = doc
-    return StoredDecision(decision, (instant, decision["decision_id"]), Origin(*origin))
+def load_turn(
+    body: dict[str, Any], meta: list[Any], entry: int, decisions: list[StoredDecision]
+) -> EmittedTurn:
+    """A turn from its body and ``EmittedTurn.meta``, given its decisions in meta's order."""
+    _, reach, emitted_at, revision, born, size, _ = meta
+    return EmittedTurn(body, reach, emitted_at, decisions, revision, entry, born, size)

@@ -19,6 +19,8 @@ class Reason(StrEnum):
     AMBIGUOUS_DECISION = "ambiguous_decision"
     ORPHANED_DECISION = "orphaned_decision"
     TURN_TOO_LARGE = "turn_too_large"
+    SESSION_LIMIT = "session_limit"
+    PROCESSING_ERROR = "processing_error"
 
 
 ReasonName = Literal[
@@ -30,6 +32,8 @@ ReasonName = Literal[
     "ambiguous_decision",
     "orphaned_decision",
     "turn_too_large",
+    "session_limit",
+    "processing_error",
 ]
 
 Sha256Hex = Annotated[str, Field(min_length=64, max_length=64, pattern=r"^[0-9a-f]{64}$")]

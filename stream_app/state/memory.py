@@ -31,6 +31,7 @@ class MemoryStore(SessionStore):
         return self._sessions.get(session_id)
 
     def put(self, state: SessionState) -> None:
+        state.take_changes()  # nothing to write: the dict is the store
         self._sessions[state.session_id] = state
 
     def delete(self, session_id: str) -> None:

@@ -1,20 +1,19 @@
-"""Session state in the ``sessions`` and ``decisions`` Faust tables.
+"""Session state in Faust tables: ``sessions`` (heads), ``entries``, ``turn_bodies`` and
+``decisions`` (the collapse).
 
 The worker applies records to decoded session states kept in memory (the most recently used
-ones; a state is decoded from the table once, not once per record or batch). When a batch is
-sealed, the sessions it changed are serialized at once, so what a later batch changes cannot
-leak in, and that snapshot is written to the tables only after the batch's turns and dead
-letters are acknowledged: a state that names a record as applied is never on the changelog
-before what that record produced is on the broker. The collapse entries a batch adds or
-drops travel with its snapshot.
-
-A session's state names its turns; each turn's body (its messages, completion and tool
-calls: most of a long session's bytes, and they never change) is written once, to
-``turn_bodies``, when the turn is emitted, and dropped when the turn leaves the state.
+ones; a state is decoded from the tables once, not once per record or batch). At a
+checkpoint the sessions changed since the last one are serialized at once, so what a later
+batch changes cannot leak in, and that snapshot is written to the tables only after the
+batches' turns and dead letters are acknowledged: a state that names a record as applied is
+never on the changelog before what that record produced is on the broker. A session writes
+its head and the entries it made or dropped (``state/entries.py``, whose rules E1-E4 make a
+write that stops half-way harmless); the collapse entries travel with the snapshot.
 
 Keys: ``sessions`` is keyed by the session id (UTF-8); ``decisions`` by the JSON array
-``[session_id, natural_key]`` and ``turn_bodies`` by ``[session_id, inference_call_id]``
-(the turn topic's key), unambiguous for any ids, and filed in the session's partition.
+``[session_id, natural_key]``, ``turn_bodies`` by ``[session_id, inference_call_id]`` (the
+turn topic's key) and ``entries`` by ``[session_id, epoch, kind, n]``: unambiguous for any
+ids, and filed in the session's partition.
 """
 
 from __future__ import annotations
@@ -23,16 +22,18 @@ import logging
 from collections import Counter, OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import orjson
 
-from stream_app import logs
+from stream_app import logs, metrics
 from stream_app.core import expiry, jsonbytes
 from stream_app.core.expiry import due_at
 from stream_app.core.policy import Policy
 from stream_app.core.records import turn_key
 from stream_app.core.session import SessionState
+from stream_app.state import entries
 from stream_app.state.base import SessionStore
 
 # Decoded states kept in memory once written: the sessions a worker is working on. About
@@ -56,11 +57,15 @@ def _prefix(session_id: str) -> bytes:
 
 @dataclass
 class Snapshot:
-    """What one sealed batch writes: serialized sessions and collapse changes."""
+    """What one checkpoint writes, in the order ``TableSessions.write`` writes it."""
 
     number: int
-    sessions: dict[str, bytes | None] = field(default_factory=dict)  # None: deleted
-    bodies: dict[bytes, bytes | None] = field(default_factory=dict)  # turn key -> body
+    entries: dict[bytes, bytes | None] = field(default_factory=dict)  # before the heads
+    bodies: dict[bytes, bytes] = field(default_factory=dict)  # turn key -> body, before
+    sessions: dict[str, bytes | None] = field(default_factory=dict)  # heads; None: deleted
+    after: list[bytes] = field(default_factory=list)  # entries deleted after the heads
+    dropped_bodies: list[bytes] = field(default_factory=list)  # after the heads
+    retired: list[tuple[str, int]] = field(default_factory=list)  # epochs gone, after
     forgotten: set[str] = field(default_factory=set)
     remembered: dict[bytes, str] = field(default_factory=dict)
 
@@ -140,12 +145,18 @@ class TableCollapse:
 
 
 class TableSessions(SessionStore):
-    def __init__(self, table: Any, decisions: Any, bodies: Any) -> None:
+    def __init__(
+        self, table: Any, decisions: Any, bodies: Any, entries: Any, max_record_bytes: int
+    ) -> None:
         self.table = table
         self.bodies = bodies
+        self.entries = entries
+        self.max_record_bytes = max_record_bytes  # a state record past it is never sent
         self.collapse: TableCollapse = TableCollapse(decisions)
         self._live: OrderedDict[str, SessionState | None] = OrderedDict()
-        self._logged: dict[str, set[str]] = {}  # live session -> turns with a body written
+        self._epochs: dict[str, int] = {}  # live session -> the epoch of its entries (E3)
+        self._garbage: dict[str, list[bytes]] = {}  # found by a read, deleted at the seal
+        self._retired: dict[str, set[int]] = {}  # epochs whose entries go after the head
         self._changed: set[str] = set()  # since the last seal
         self._unwritten: Counter[str] = Counter()  # sealed, not yet written
         self._sealed = 0
@@ -157,16 +168,22 @@ class TableSessions(SessionStore):
         if session_id in self._live:
             self._live.move_to_end(session_id)
             return self._live[session_id]
-        state = self.read(session_id)
+        state, epoch, garbage = self.read(session_id)
         self._live[session_id] = state
-        self._logged[session_id] = set() if state is None else set(state.turns)
+        self._epochs[session_id] = epoch
+        if garbage:
+            self._garbage[session_id] = garbage
+            self._changed.add(session_id)
         return state
 
-    def read(self, session_id: str) -> SessionState | None:
-        """The session as the tables hold it (what the last settled batch wrote)."""
+    def read(self, session_id: str) -> tuple[SessionState | None, int, list[bytes]]:
+        """The session as the tables hold it (what the last settled batch wrote), its
+        epoch, and the garbage beside it (``state/entries.py``, E2 and E3)."""
         data = self.table.get(session_id.encode())
+        partition = self.table.partition_for_key(session_id.encode())
+        items = self.entries.items_from(partition, entries.session_prefix(session_id))
         if data is None:
-            return None
+            return None, 0, [key for key, _ in items]
 
         def body(call_id: str) -> dict[str, Any] | None:
             written = self.bodies.get(turn_key(session_id, call_id))
@@ -175,20 +192,29 @@ class TableSessions(SessionStore):
                 return None
             return dict(orjson.loads(written))
 
-        return SessionState.from_json(data, bodies=body)
+        return entries.decode(data, items, body)
 
     def put(self, state: SessionState) -> None:
         self._worked = True
-        if not self._holds(state.session_id):
+        session_id = state.session_id
+        if not self._holds(session_id):
             self._held += 1
-        self._live[state.session_id] = state
-        self._live.move_to_end(state.session_id)
-        self._changed.add(state.session_id)
+        if (old := self._live.get(session_id)) is not None and old is not state:
+            self._replaced(session_id)  # expired and started again (E3)
+        self._live[session_id] = state
+        self._live.move_to_end(session_id)
+        self._changed.add(session_id)
+
+    def _replaced(self, session_id: str) -> None:
+        epoch = self._epochs.get(session_id, 0)
+        self._retired.setdefault(session_id, set()).add(epoch)
+        self._epochs[session_id] = epoch + 1
 
     def delete(self, session_id: str) -> None:
         self._worked = True
         if self._holds(session_id):
             self._held -= 1
+            self._replaced(session_id)  # a session that starts in this checkpoint is new
         self._live[session_id] = None
         self._changed.add(session_id)
 
@@ -204,13 +230,13 @@ class TableSessions(SessionStore):
 
     def due_in(self, partition: int, policy: Policy, now: float) -> list[str]:
         """The sessions of one partition that ``expire`` would change now: what its sweep
-        decodes. One pass over the partition's states, reading two numbers of each; no
+        decodes. One pass over the partition's heads, reading two numbers of each; no
         state is decoded or kept in memory for it."""
         due = []
         live = self._live
         for key, data in self.table.items_from(partition, b""):
             session_id = key.decode()
-            if session_id not in live and now > due_at(*SessionState.due_inputs(data), policy):
+            if session_id not in live and now > _due_at(data, policy):
                 due.append(session_id)
         mine = self.table.partition_for_key
         due.extend(
@@ -241,56 +267,91 @@ class TableSessions(SessionStore):
         return self._held
 
     def due_at(self, session_id: str, policy: Policy) -> float | None:
-        """From the two numbers in the stored state: a sweep neither decodes every session
-        it holds (nor their turn bodies) nor keeps them in memory."""
+        """From the two numbers in the stored head: a sweep neither decodes every session
+        it holds (nor their entries) nor keeps them in memory."""
         if session_id in self._live:
             return super().due_at(session_id, policy)
         data = self.table.get(session_id.encode())
-        if data is None:
-            return None
-        return due_at(*SessionState.due_inputs(data), policy)
+        return None if data is None else _due_at(data, policy)
 
     def peek(self, session_id: str) -> SessionState | None:
         """The session as applied so far, written or not; nothing is kept in memory for it."""
         if session_id in self._live:
             return self._live[session_id]
-        return self.read(session_id)
+        return self.read(session_id)[0]
 
     def seal(self) -> Snapshot:
-        """The sessions changed since the last seal, serialized now."""
+        """What the sessions changed since the last seal write, serialized now (E1)."""
         snapshot = Snapshot(self._sealed)
         self._sealed += 1
         for session_id in self._changed:
             state = self._live[session_id]
-            logged = self._logged.setdefault(session_id, set())
-            now = set() if state is None else set(state.turns)
-            for call_id in logged - now:
-                snapshot.bodies[turn_key(session_id, call_id)] = None
-            for call_id in now - logged:
-                body = jsonbytes.dumps(state.turns[call_id].body)  # type: ignore[union-attr]
-                snapshot.bodies[turn_key(session_id, call_id)] = body
-            self._logged[session_id] = now
-            snapshot.sessions[session_id] = None if state is None else state.to_json(bodies=False)
+            garbage = self._garbage.pop(session_id, ())
+            retired = self._retired.pop(session_id, ())
+            snapshot.retired += [(session_id, epoch) for epoch in retired]
+            if state is None:
+                snapshot.entries.update(dict.fromkeys(garbage))
+                snapshot.sessions[session_id] = None
+            else:
+                epoch = self._epochs.get(session_id, 0)
+                change = entries.changes(state, epoch, garbage, partial(turn_key, session_id))
+                self._add(snapshot, session_id, change, entries.head(state, epoch))
             self._unwritten[session_id] += 1
         self._changed.clear()
         self.collapse.seal(snapshot)
         return snapshot
 
+    def _add(
+        self, snapshot: Snapshot, session_id: str, change: entries.Changes, head: bytes
+    ) -> None:
+        """A session's writes, each checked against the producer's record limit: the limits
+        keep every record far below it, so one past it is a defect to log, not a crash."""
+        for key, value in [*change["before"].items(), *change["bodies"].items()]:
+            if value is not None and len(value) > self.max_record_bytes:
+                metrics.STATE_RECORDS_TOO_LARGE.inc()
+                logs.event(
+                    "state_record_too_large",
+                    logging.ERROR,
+                    session_id=session_id,
+                    bytes=len(value),
+                    limit=self.max_record_bytes,
+                )
+                change["before"].pop(key, None)
+                change["bodies"].pop(key, None)
+        snapshot.entries.update(change["before"])
+        snapshot.bodies.update(change["bodies"])
+        snapshot.sessions[session_id] = head
+        snapshot.after += change["after"]
+        snapshot.dropped_bodies += change["dropped_bodies"]
+
     async def write(self, snapshot: Snapshot) -> None:
-        """Writes a snapshot to the tables: a changelog record per session and entry.
+        """Writes a snapshot to the tables (``state/entries.py``, E1).
 
         The changelogs are separate topics, and a worker stopped between two of them leaves
-        one written and not the other; so what a state relies on is acknowledged before the
-        state is sent. Its turn bodies: else recovery finds a state naming a body it cannot
-        find. Its new collapse entries: else a state applied a decision whose later copies
-        no entry collapses (an entry without its state is harmless: the record that wrote
-        it finds itself there, ``core/collapse.first_copy``, and is applied again)."""
+        one written and not the other; so what a head relies on is acknowledged before the
+        head is sent: its entries and marks, its turn bodies, and its new collapse entries
+        (else a state applied a decision whose later copies no entry collapses; an entry
+        without its state is harmless: the record that wrote it finds itself there,
+        ``core/collapse.first_copy``, and is applied again). What a head no longer names
+        goes after it."""
+        for key, value in snapshot.entries.items():
+            await self.entries.put(key, value)
         for key, body in snapshot.bodies.items():
             await self.bodies.put(key, body)
-        await self.bodies.written()
         await self.collapse.write_remembered(snapshot)
+        await self.entries.written()
+        await self.bodies.written()
         for session_id, data in snapshot.sessions.items():
             await self.table.put(session_id.encode(), data)
+        await self.table.written()
+        for key in snapshot.after:
+            await self.entries.put(key, None)
+        for key in snapshot.dropped_bodies:
+            await self.bodies.put(key, None)
+        for session_id, epoch in snapshot.retired:
+            partition = self.table.partition_for_key(session_id.encode())
+            for key in self.entries.keys_from(partition, entries.epoch_prefix(session_id, epoch)):
+                await self.entries.put(key, None)
         await self.collapse.write_forgotten(snapshot)
 
     def settled(self, snapshot: Snapshot) -> None:
@@ -325,10 +386,15 @@ class TableSessions(SessionStore):
 
     def _drop(self, session_id: str) -> None:
         del self._live[session_id]
-        self._logged.pop(session_id, None)
+        self._epochs.pop(session_id, None)
 
     def _is_written(self, session_id: str) -> bool:
         return session_id not in self._changed and session_id not in self._unwritten
+
+
+def _due_at(head: bytes, policy: Policy) -> float:
+    doc = entries.read_head(head)
+    return due_at(doc["last_seen"], doc["oldest"], policy)
 
 
 def _lost(session_id: str, call_id: str) -> None:

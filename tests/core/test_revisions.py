@@ -11,6 +11,7 @@ from stream_app.core.records import TurnRevision
 from stream_app.core.revisions import Latest, RevisionHeaders, TurnRecord, read_headers
 from stream_app.core.session import SessionState
 from stream_app.models.timestamps import format_utc
+from stream_app.state import entries
 from tests.factories import Run, assistant, decision, message, tool_call
 
 WINDOW = 6 * 3600.0  # the Policy default, which Run uses
@@ -64,10 +65,9 @@ def test_the_revision_number_survives_the_state_json_as_a_restarted_worker_reads
     state = run.pipeline.store.get("s1")
     assert state is not None
     bodies = {key: turn.body for key, turn in state.turns.items()}
-    for restored in (
-        SessionState.from_json(state.to_json()),
-        SessionState.from_json(state.to_json(bodies=False), bodies=bodies.__getitem__),
-    ):
+    head, written, _ = entries.records(state)
+    from_entries, _, _ = entries.decode(head, written, bodies.get)
+    for restored in (SessionState.from_json(state.to_json()), from_entries):
         after = Run(now=run.now, offset=run.offset)  # a new process: only the state is kept
         after.pipeline.store.put(restored)
         (revision,) = after.dec(decision(call_id="c2", decision_id="d2")).turns

@@ -1,24 +1,33 @@
-"""Session states and the turn bodies they name, in their two tables (``state/sessions.py``)."""
+"""Session states in their tables (``state/sessions.py``, laid out as ``state/entries.py``)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from contextlib import nullcontext
 from typing import Any
 
 import orjson
 import pytest
 
-from stream_app.core.records import turn_key
+from stream_app.core.policy import Policy
+from stream_app.core.session import SessionState
+from stream_app.pipeline import Pipeline
+from stream_app.state import entries
 from stream_app.state.sessions import Snapshot, TableSessions
-from tests.factories import Run, assistant, message, tool_call
+from tests.factories import ORG, assistant, decision, message, tool_call
+
+
+class Stopped(Exception):
+    """The worker stopped: no more writes reach the changelogs."""
 
 
 class Changelogged:
-    """A table as TableSessions uses it, noting each send and each wait for the acks."""
+    """A table as TableSessions uses it, noting each send and each wait for the acks; with
+    a ``budget``, the writes past it never happen (a worker killed mid-checkpoint)."""
 
-    def __init__(self, name: str, journal: list[str]) -> None:
-        self.name, self.journal = name, journal
+    def __init__(self, name: str, journal: list[str], budget: list[int] | None = None) -> None:
+        self.name, self.journal, self.budget = name, journal, budget
         self.data: dict[bytes, bytes] = {}
 
     def get(self, key: bytes) -> bytes | None:
@@ -28,6 +37,10 @@ class Changelogged:
         return iter(self.data)
 
     async def put(self, key: bytes, value: bytes | None) -> None:
+        if self.budget is not None:
+            if self.budget[0] <= 0:
+                raise Stopped
+            self.budget[0] -= 1
         self.journal.append(f"send {self.name}")
         if value is None:
             self.data.pop(key, None)
@@ -47,51 +60,71 @@ class Changelogged:
         return [(k, v) for k, v in self.data.items() if k.startswith(prefix)]
 
 
+Tables = tuple[Changelogged, Changelogged, Changelogged, Changelogged]
+
+
 @pytest.fixture
 def journal() -> list[str]:
     return []
 
 
 @pytest.fixture
-def tables(journal: list[str]) -> tuple[Changelogged, Changelogged, Changelogged]:
+def tables(journal: list[str]) -> Tables:
     return (
         Changelogged("sessions", journal),
         Changelogged("decisions", journal),
         Changelogged("turn_bodies", journal),
+        Changelogged("entries", journal),
     )
 
 
+def store_of(tables: Tables) -> TableSessions:
+    return TableSessions(*tables, max_record_bytes=Policy(org_id=ORG).max_state_record_bytes)
+
+
 def finished_turn() -> Any:
-    run = Run()
-    run.msg(message(text="fix it", message_id="u1", sequence=1))
-    run.msg(assistant(message_id="a1", tool_calls=[tool_call("c1")]))
-    state = run.pipeline.store.get("s1")
+    """A session with a turn, its entries not yet written anywhere."""
+    worker = Worker(fresh_tables())
+    records = [
+        ("messages", message(text="fix it", message_id="u1", sequence=1)),
+        ("messages", assistant(message_id="a1", tool_calls=[tool_call("c1")])),
+    ]
+    worker.run(records, 0, len(records))
+    state = worker.store.get("s1")
     assert state is not None and state.turns
     return state
 
 
-def test_a_state_is_sent_only_after_the_bodies_it_names_are_acknowledged(
-    tables: tuple[Changelogged, Changelogged, Changelogged], journal: list[str]
+def held(tables: Tables, state: SessionState) -> None:
+    """Puts ``state`` in the tables whole, as a worker that wrote it would have."""
+    sessions, _, bodies, table = tables
+    head, items, written = entries.records(state)
+    sessions.data[state.session_id.encode()] = head
+    table.data.update(items)
+    bodies.data.update(written)
+
+
+def test_a_head_is_sent_only_after_the_entries_and_bodies_it_names_are_acknowledged(
+    tables: Tables, journal: list[str]
 ) -> None:
-    # Two topics, no transaction: a worker stopped between the two sends would leave a
-    # state naming a body that a recovering worker cannot find (it stopped, LookupError,
-    # on every restart).
-    sessions, decisions, bodies = tables
-    store = TableSessions(sessions, decisions, bodies)
+    # Separate topics, no transaction: a worker stopped between the sends would leave a
+    # head naming entries or a body that a recovering worker cannot find (E1).
+    store = store_of(tables)
     store.put(finished_turn())
     snapshot: Snapshot = store.seal()
     asyncio.run(store.write(snapshot))
     assert journal.index("acked turn_bodies") < journal.index("send sessions")
+    assert journal.index("acked entries") < journal.index("send sessions")
     assert journal.index("send turn_bodies") < journal.index("acked turn_bodies")
 
 
 def test_a_state_is_sent_only_after_the_collapse_entries_it_relies_on_are_acknowledged(
-    tables: tuple[Changelogged, Changelogged, Changelogged], journal: list[str]
+    tables: Tables, journal: list[str]
 ) -> None:
     # A state on the changelog whose decision's entry is not: a later copy of that decision
     # would be applied again. (An entry without its state is harmless: see core/collapse.)
-    sessions, decisions, bodies = tables
-    store = TableSessions(sessions, decisions, bodies)
+    sessions, decisions, _, table = tables
+    store = store_of(tables)
     state = finished_turn()
     store.put(state)
     store.collapse.remember("s1", "nk", '["d1","decisions",0,7]')
@@ -104,38 +137,31 @@ def test_a_state_is_sent_only_after_the_collapse_entries_it_relies_on_are_acknow
     store.collapse.forget("s1")
     asyncio.run(store.write(store.seal()))
     assert journal.index("send sessions") < journal.index("send decisions")
-    assert decisions.data == {}
+    assert journal.index("send sessions") < journal.index("send entries")
+    assert decisions.data == {} and table.data == {} and sessions.data == {}
 
 
-def test_a_state_naming_a_missing_body_is_read_without_that_turn(
-    tables: tuple[Changelogged, Changelogged, Changelogged],
-) -> None:
-    sessions, decisions, bodies = tables
+def test_a_state_naming_a_missing_body_is_read_without_that_turn(tables: Tables) -> None:
+    bodies = tables[2]
     state = finished_turn()
-    sessions.data[b"s1"] = state.to_json(bodies=False)  # and no body in turn_bodies
-    read = TableSessions(sessions, decisions, bodies).read("s1")
+    held(tables, state)
+    bodies.data.clear()
+    read, _, garbage = store_of(tables).read("s1")
     assert read is not None
     assert read.turns == {}
     assert read.applied == state.applied  # everything else as written
-    assert orjson.loads(read.to_json())["seen_messages"] == sorted(state.seen_messages)
+    assert read.seen_messages == state.seen_messages
+    assert garbage  # the turn's entry, deleted at the next checkpoint
 
 
-def test_a_sweep_decodes_only_the_sessions_it_expires(
-    tables: tuple[Changelogged, Changelogged, Changelogged],
-) -> None:
+def test_a_sweep_decodes_only_the_sessions_it_expires(tables: Tables) -> None:
     # A sweep asks every held session whether it is due; decoding each (and reading its
     # turn bodies) made a worker's memory grow with the sessions it held.
-    from stream_app.core.policy import Policy
-    from stream_app.pipeline import Pipeline
-
-    sessions, decisions, bodies = tables
     state = finished_turn()
     for i, last_seen in enumerate([100.0, 100.0, 5_000.0]):
         state.session_id, state.last_seen = f"s{i}", last_seen
-        sessions.data[f"s{i}".encode()] = state.to_json(bodies=False)
-        for call_id, turn in state.turns.items():
-            bodies.data[turn_key(f"s{i}", call_id)] = orjson.dumps(turn.body)
-    store = TableSessions(sessions, decisions, bodies)
+        held(tables, state)
+    store = store_of(tables)
     policy = Policy(org_id="acme", session_ttl_seconds=1_000.0)
     due = store.due_in(0, policy, now=5_500.0)
     assert sorted(due) == ["s0", "s1"]
@@ -147,18 +173,16 @@ def test_a_sweep_decodes_only_the_sessions_it_expires(
 
 
 def test_sessions_held_are_counted_as_they_change_not_by_reading_the_table(
-    tables: tuple[Changelogged, Changelogged, Changelogged],
+    tables: Tables,
 ) -> None:
-    sessions, decisions, bodies = tables
+    sessions = tables[0]
     state = finished_turn()
-    sessions.data[b"s1"] = state.to_json(bodies=False)
-    store = TableSessions(sessions, decisions, bodies)
+    held(tables, state)
+    store = store_of(tables)
     assert store.recount() == 1 and len(store) == 1
-    store.get("s1")
-    store.put(state)  # changed, not new
+    store.put(store.get("s1"))  # type: ignore[arg-type]  # changed, not new
     store.get("s2")
-    state.session_id = "s2"
-    store.put(state)  # new
+    store.put(SessionState("s2", 0.0))  # new
     assert len(store) == 2
     store.delete("s1")
     assert len(store) == 1
@@ -166,23 +190,138 @@ def test_sessions_held_are_counted_as_they_change_not_by_reading_the_table(
     assert len(store) == 1
 
 
-def test_an_idle_store_lets_go_of_its_decoded_states(
-    tables: tuple[Changelogged, Changelogged, Changelogged],
-) -> None:
+def test_an_idle_store_lets_go_of_its_decoded_states(tables: Tables) -> None:
     # Kept after a burst, the decoded states pinned memory the allocator could not give back
     # (python -m bench --soak). Written ones go once a whole interval passed without work;
     # one not yet written stays, whatever happens.
-    sessions, decisions, bodies = tables
-    store = TableSessions(sessions, decisions, bodies)
+    store = store_of(tables)
     state = finished_turn()
     store.put(state)
     asyncio.run(store.write(snapshot := store.seal()))
     store.settled(snapshot)
-    state.session_id = "s2"
-    store.put(state)  # changed, not yet written
+    store.put(SessionState("s2", 0.0))  # changed, not yet written
     assert store.forget_if_idle() is False  # there was work since the last ask
     assert set(store._live) == {"s1", "s2"}
     assert store.forget_if_idle() is True
     assert set(store._live) == {"s2"}
     assert store.get("s1") is not None  # read back from the tables
     assert store.forget_if_idle() is False
+
+
+# -- a checkpoint that stops half-way (state/entries.py, E1-E4) --------------------------
+
+
+def scenario() -> list[tuple[str, dict[str, Any]]]:
+    """Records that make, replace, drop and rewrite every kind of entry."""
+    return [
+        ("messages", message(text="one", message_id="u1", sequence=1)),
+        ("messages", message(text="streamed", message_id="u2", sequence=2)),
+        ("decisions", decision(call_id="c1", decision_id="d0")),  # waits for its turn
+        ("messages", message(text="final", message_id="u2", sequence=2)),  # replaces u2
+        ("messages", assistant(message_id="a1", tool_calls=[tool_call("c1")])),  # joins d0
+        ("decisions", decision(call_id="a1", decision_id="d1")),  # a revision
+        ("messages", message(text="no identity")),
+        ("messages", assistant(message_id="a2", tool_calls=[tool_call("c2")], sequence=9)),
+        ("decisions", decision(call_id="c2", decision_id="d2")),
+        ("messages", message(text="pending", message_id="u5")),
+    ]
+
+
+class Worker:
+    """A pipeline over the tables, reading records from a list as from a partition."""
+
+    def __init__(self, tables: Tables) -> None:
+        policy = Policy(org_id=ORG, max_remembered_identities=3, max_open_turns=2)
+        self.store = store_of(tables)
+        self.pipeline = Pipeline(policy, self.store, clock=lambda: 1_767_261_600.0)
+        self.emitted: list[Any] = []
+
+    def run(self, records: list[tuple[str, dict[str, Any]]], start: int, end: int) -> None:
+        from stream_app.core.records import SourceRecord
+
+        for offset in range(start, end):
+            kind, value = records[offset]
+            topic = "llm.messages" if kind == "messages" else "developer.decisions"
+            record = SourceRecord(kind, topic, 0, offset, None, orjson.dumps(value))  # type: ignore[arg-type]
+            self.emitted += [
+                (r.key, r.revision, r.turn) for r in self.pipeline.process(record).turns
+            ]
+
+    def checkpoint(self) -> None:
+        snapshot = self.store.seal()
+        asyncio.run(self.store.write(snapshot))
+        self.store.settled(snapshot)
+
+
+def final_state(tables: Tables) -> dict[str, Any]:
+    """The session as read back, and what its tables hold beyond it (none: no garbage)."""
+    store = store_of(tables)
+    state = store.get("s1")
+    assert state is not None
+    doc = orjson.loads(state.to_json())
+    del doc["generation"]  # how many checkpoints wrote it
+    _, items, bodies = entries.records(state, store._epochs["s1"])
+    doc["left_over"] = sorted(set(tables[3].data) - {k for k, _ in items}) + sorted(
+        set(tables[2].data) - {k for k, _ in bodies}
+    )
+    return doc
+
+
+@pytest.mark.parametrize("split", [3, 5, 7, 9])
+def test_a_checkpoint_stopped_at_any_write_is_read_back_and_replayed_exactly(
+    split: int,
+) -> None:
+    # A worker killed between two changelog writes of a checkpoint: the next one reads the
+    # tables as they are and the records after the last committed offset again. Whatever
+    # had been written, it must end with the state, and the revisions, of a worker that
+    # never stopped.
+    records = scenario()
+    clean = Worker(tables_ := fresh_tables())
+    clean.run(records, 0, split)
+    clean.checkpoint()
+    clean.run(records, split, len(records))
+    clean.checkpoint()
+    want = final_state(tables_)
+
+    writes = count_writes(records, split)
+    assert writes > 1
+    for budget in range(writes + 1):
+        tables = fresh_tables(budget=[10**9])
+        first = Worker(tables)
+        first.run(records, 0, split)
+        first.checkpoint()  # committed: offsets up to ``split``
+        committed = len(first.emitted)
+        first.run(records, split, len(records))
+        tables[0].budget[0] = budget  # type: ignore[index]
+        with pytest.raises(Stopped) if budget < writes else nullcontext():
+            first.checkpoint()
+        for table in tables:
+            table.budget = None
+        second = Worker(tables)  # reads again from the committed offset
+        second.run(records, split, len(records))
+        second.checkpoint()
+        second.checkpoint()  # the garbage a read found goes with the next checkpoint
+        assert final_state(tables) == want, f"stopped after {budget} of {writes} writes"
+        # Emitted again, as they were, unless the head naming them as applied was written.
+        assert second.emitted in ([], first.emitted[committed:])
+
+
+def fresh_tables(budget: list[int] | None = None) -> Tables:
+    journal: list[str] = []
+    return (
+        Changelogged("sessions", journal, budget),
+        Changelogged("decisions", journal, budget),
+        Changelogged("turn_bodies", journal, budget),
+        Changelogged("entries", journal, budget),
+    )
+
+
+def count_writes(records: list[tuple[str, dict[str, Any]]], split: int) -> int:
+    tables = fresh_tables()
+    worker = Worker(tables)
+    worker.run(records, 0, split)
+    worker.checkpoint()
+    worker.run(records, split, len(records))
+    before = len(tables[0].journal)
+    worker.checkpoint()
+    return sum(1 for line in tables[0].journal[before:] if line.startswith("send"))

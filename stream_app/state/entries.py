@@ -1,0 +1,235 @@
+"""How a session's state is laid out in its tables, so that a checkpoint writes what changed.
+
+A session is a small **head** in ``sessions`` (keyed by the session id) and its **entries**
+in ``entries``: one record per pending message, stored decision, open turn and remembered
+identity (``core/session.py``), keyed ``[session_id, epoch, kind, n]``. A turn's body is in
+``turn_bodies``, written once. A record's writes are then its own entries and the head,
+whatever else the session holds.
+
+The changelogs are topics with no transactions: a worker may stop between any two writes of
+a checkpoint, and the worker that takes over reads again from the last committed offset.
+So what a head names must be read back exactly, whatever was written after it. The rules:
+
+- **E1 (generations).** A checkpoint writes a session's generation ``g`` = its head's + 1:
+  first every entry made since the last one, stamped ``g``, and a **mark** stamped ``g``
+  (key ``[session_id, epoch, "~" + kind, n]``) for each entry dropped; when the broker has
+  them, the head, stamped ``g``; then the dropped entries and their marks are deleted.
+- **E2 (reading).** Read against a head of generation ``G``, an entry is live when it is
+  stamped ``<= G`` and has no mark stamped ``<= G``. What a stopped checkpoint wrote past
+  its head (entries and marks stamped ``> G``) is garbage, and so is every entry of another
+  epoch; a read lists the garbage and the next checkpoint deletes it before it writes.
+- **E3 (epochs).** A session that expires and starts again within one checkpoint takes the
+  next epoch, so its entries never meet its predecessor's, which go after its head is
+  written. A session with no head has no live entry.
+- **E4 (never rewritten).** Entries never change once made: a changed turn is a new entry
+  and a mark on the old one, so a write that stops half-way never leaves an entry that is
+  neither its old nor its new value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, TypedDict
+
+import orjson
+
+from stream_app.core import jsonbytes
+from stream_app.core.session import (
+    DECISION,
+    IDENTITY,
+    MESSAGE,
+    TURN,
+    EmittedTurn,
+    Entry,
+    EntryKind,
+    PendingMessage,
+    SessionState,
+    StoredDecision,
+    load_turn,
+)
+
+MARK = "~"
+
+
+class Head(TypedDict):
+    session_id: str
+    epoch: int
+    generation: int
+    last_seen: float
+    applied: dict[str, int]
+    next_entry: int
+    oldest: float | None  # the oldest open turn's emission instant: what a sweep needs
+
+
+def session_prefix(session_id: str) -> bytes:
+    """What every entry key of the session, and no other, starts with."""
+    return orjson.dumps([session_id])[:-1] + b","
+
+
+def epoch_prefix(session_id: str, epoch: int) -> bytes:
+    return orjson.dumps([session_id, epoch])[:-1] + b","
+
+
+def entry_key(session_id: str, epoch: int, kind: str, n: int) -> bytes:
+    return jsonbytes.dumps([session_id, epoch, kind, n])
+
+
+def head(state: SessionState, epoch: int) -> bytes:
+    oldest = next(iter(state.turns.values()), None)
+    value: Head = {
+        "session_id": state.session_id,
+        "epoch": epoch,
+        "generation": state.generation,
+        "last_seen": state.last_seen,
+        "applied": state.applied,
+        "next_entry": state.next_entry,
+        "oldest": None if oldest is None else oldest.emitted_at,
+    }
+    return jsonbytes.dumps(value)
+
+
+def read_head(data: bytes) -> Head:
+    doc: Head = orjson.loads(data)
+    return doc
+
+
+def encode(kind: EntryKind, entry: Entry, generation: int) -> bytes:
+    if isinstance(entry, PendingMessage):
+        p = entry
+        return jsonbytes.dumps(
+            [generation, p.position, p.identity, p.sequence, p.size, orjson.Fragment(p.json())]
+        )
+    if isinstance(entry, StoredDecision):
+        return jsonbytes.dumps([generation, entry.json()])
+    if isinstance(entry, str):
+        return jsonbytes.dumps([generation, entry])
+    return jsonbytes.dumps([generation, entry.meta()])
+
+
+def records(
+    state: SessionState, epoch: int = 0
+) -> tuple[bytes, list[tuple[bytes, bytes]], list[tuple[bytes, bytes]]]:
+    """The head, entries and turn bodies the tables would hold for the state, written
+    whole: what a reader of the changelogs can see of a session."""
+    sid, g = state.session_id, state.generation
+    made: list[tuple[EntryKind, int, Entry]] = [
+        *((MESSAGE, p.entry, p) for p in state.pending_messages.values()),
+        *((DECISION, d.entry, d) for d in state.waiting_decisions.values()),
+        *((DECISION, d.entry, d) for t in state.turns.values() for d in t.decisions),
+        *((TURN, t.entry, t) for t in state.turns.values()),
+        *((IDENTITY, n, i) for i, n in state.seen_messages.items()),
+    ]
+    written = [(entry_key(sid, epoch, k, n), encode(k, e, g)) for k, n, e in made]
+    bodies = [
+        (orjson.dumps([sid, t.call_id]), jsonbytes.dumps(t.body)) for t in state.turns.values()
+    ]
+    return head(state, epoch), written, bodies
+
+
+class Changes(TypedDict):
+    """One session's writes at one checkpoint, in the order E1 writes them."""
+
+    before: dict[bytes, bytes | None]  # entries and marks, before the head
+    bodies: dict[bytes, bytes]  # turn bodies of new turns, before the head
+    after: list[bytes]  # entries and marks deleted after the head
+    dropped_bodies: list[bytes]  # turn bodies deleted after the head
+
+
+def changes(
+    state: SessionState,
+    epoch: int,
+    garbage: Iterable[bytes],
+    body_key: Callable[[str], bytes],
+) -> Changes:
+    """What ``state`` writes at its next generation (E1), which it takes; ``garbage`` is
+    deleted first (E2), so a new entry that reuses a stopped checkpoint's key survives."""
+    made, dropped = state.take_changes()
+    first_new, state.written_next = state.written_next, state.next_entry
+    state.generation += 1
+    g, sid = state.generation, state.session_id
+    out: Changes = {"before": {}, "bodies": {}, "after": [], "dropped_bodies": []}
+    before, bodies = out["before"], out["bodies"]
+    for key in garbage:
+        before[key] = None
+    for (kind, n), entry in made.items():
+        key = entry_key(sid, epoch, kind, n)
+        before.pop(key, None)  # garbage under a key reused: the new entry replaces it
+        before[key] = encode(kind, entry, g)
+        if isinstance(entry, EmittedTurn) and entry.born >= first_new:  # a new turn
+            bodies[body_key(entry.call_id)] = jsonbytes.dumps(entry.body)
+    for (kind, n), entry in dropped.items():
+        mark = entry_key(sid, epoch, MARK + kind, n)
+        before[mark] = jsonbytes.dumps(g)
+        out["after"] += [entry_key(sid, epoch, kind, n), mark]
+        if not isinstance(entry, EmittedTurn) or state.turns.get(entry.call_id) is entry:
+            continue  # not a turn, or a turn revised: its body stays
+        if (key := body_key(entry.call_id)) not in bodies:  # not a new turn's, same id
+            out["dropped_bodies"].append(key)
+    return out
+
+
+def decode(
+    data: bytes,
+    items: Iterable[tuple[bytes, bytes]],
+    body: Callable[[str], dict[str, Any] | None],
+) -> tuple[SessionState, int, list[bytes]]:
+    """The state a head names (E2), its epoch, and the garbage keys found beside it.
+
+    ``items`` are the session's entry records; ``body`` gives a turn's body by its
+    ``inference_call_id``, or None when it cannot (the turn is left out: it can no longer be
+    revised, and its decisions go with it)."""
+    doc = read_head(data)
+    epoch, generation = doc["epoch"], doc["generation"]
+    garbage: list[bytes] = []
+    marks: dict[tuple[str, int], bytes] = {}
+    found: dict[tuple[str, int], tuple[bytes, Any]] = {}
+    for key, value in items:
+        _, key_epoch, kind, n = orjson.loads(key)
+        stamped = orjson.loads(value)
+        if key_epoch != epoch:
+            garbage.append(key)
+        elif kind.startswith(MARK):
+            if stamped > generation:
+                garbage.append(key)  # a stopped checkpoint's: the entry is still live
+            else:
+                marks[(kind[1:], n)] = key
+        elif stamped[0] > generation:
+            garbage.append(key)
+        else:
+            found[(kind, n)] = (key, stamped[1:])
+    for entry, mark in marks.items():  # dropped, not yet deleted
+        garbage.append(mark)
+        if (dead := found.pop(entry, None)) is not None:
+            garbage.append(dead[0])
+
+    def of(kind: str) -> list[tuple[int, Any]]:
+        return sorted((n, v) for (k, n), (_, v) in found.items() if k == kind)
+
+    decisions = {n: StoredDecision.load(v[0], n) for n, v in of(DECISION)}
+    turns = {}
+    for n, (meta,) in sorted(of(TURN), key=lambda item: item[1][0][4]):  # by ``born``
+        turn_body = body(meta[0])
+        joined = [decisions.pop(d) for d in meta[6] if d in decisions]
+        if turn_body is None:
+            garbage += [found[(TURN, n)][0], *(found[(DECISION, d.entry)][0] for d in joined)]
+            continue
+        turn = load_turn(turn_body, meta, n, joined)
+        turns[turn.call_id] = turn
+    pending = {}
+    for n, (position, identity, sequence, size, message) in sorted(
+        of(MESSAGE), key=lambda item: item[1][0]
+    ):
+        pending[position] = PendingMessage(identity, sequence, message, size, n, position)
+    state = SessionState(
+        session_id=doc["session_id"],
+        last_seen=doc["last_seen"],
+        pending_messages=pending,
+        turns=turns,
+        waiting_decisions=decisions,
+        seen_messages={v[0]: n for n, v in of(IDENTITY)},
+        applied=doc["applied"],
+        next_entry=doc["next_entry"],
+        generation=generation,
+    )
+    state.written_next = doc["next_entry"]
+    return state, epoch, garbage
