@@ -55,6 +55,12 @@ STATE_RECORDS_TOO_LARGE = Counter(
     "State records past the producer's limit, never sent (a defect: the limits prevent it).",
     registry=REGISTRY,
 )
+STATE_UNREADABLE = Counter(
+    "stream_app_state_unreadable",
+    "Sessions whose state records did not decode (another version's, or garbage): read as "
+    "absent and deleted.",
+    registry=REGISTRY,
+)
 SESSIONS = Gauge("stream_app_sessions", "Sessions held in this worker's state.", registry=REGISTRY)
 LAG = Gauge(
     "stream_app_consumer_lag",

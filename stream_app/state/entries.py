@@ -184,8 +184,12 @@ def decode(
     marks: dict[tuple[str, int], bytes] = {}
     found: dict[tuple[str, int], tuple[bytes, Any]] = {}
     for key, value in items:
-        _, key_epoch, kind, n = orjson.loads(key)
-        stamped = orjson.loads(value)
+        try:
+            _, key_epoch, kind, n = orjson.loads(key)
+            stamped = orjson.loads(value)
+        except (orjson.JSONDecodeError, ValueError):  # not a record this layout writes
+            garbage.append(key)
+            continue
         if key_epoch != epoch:
             garbage.append(key)
         elif kind.startswith(MARK):

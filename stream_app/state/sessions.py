@@ -174,6 +174,8 @@ class TableSessions(SessionStore):
         if garbage:
             self._garbage[session_id] = garbage
             self._changed.add(session_id)
+        if state is None and self.table.get(session_id.encode()) is not None:
+            self._changed.add(session_id)  # an unreadable head: deleted at the next seal
         return state
 
     def read(self, session_id: str) -> tuple[SessionState | None, int, list[bytes]]:
@@ -192,7 +194,11 @@ class TableSessions(SessionStore):
                 return None
             return dict(orjson.loads(written))
 
-        return entries.decode(data, items, body)
+        try:
+            return entries.decode(data, items, body)
+        except Exception as exc:  # garbage on a changelog, or state of another version
+            _unreadable(session_id, exc)
+            return None, 0, [key for key, _ in items]
 
     def put(self, state: SessionState) -> None:
         self._worked = True
@@ -393,8 +399,26 @@ class TableSessions(SessionStore):
 
 
 def _due_at(head: bytes, policy: Policy) -> float:
-    doc = entries.read_head(head)
-    return due_at(doc["last_seen"], doc["oldest"], policy)
+    """When the head's session is due; an unreadable head is due now, so that the sweep
+    reads it (and the read lets it go) rather than stopping on it."""
+    try:
+        doc = entries.read_head(head)
+        return due_at(doc["last_seen"], doc["oldest"], policy)
+    except Exception:
+        return float("-inf")
+
+
+def _unreadable(session_id: str, exc: Exception) -> None:
+    """A session's records that do not decode: a changelog written by hand or by another
+    version. The session is read as absent (its records are deleted at the next
+    checkpoint) rather than stopping the worker on every read of it."""
+    metrics.STATE_UNREADABLE.inc()
+    logs.event(
+        "state_unreadable",
+        logging.ERROR,
+        session_id=session_id,
+        error=f"{type(exc).__name__}: {exc}"[:500],
+    )
 
 
 def _lost(session_id: str, call_id: str) -> None:

@@ -325,3 +325,33 @@ def count_writes(records: list[tuple[str, dict[str, Any]]], split: int) -> int:
     before = len(tables[0].journal)
     worker.checkpoint()
     return sum(1 for line in tables[0].journal[before:] if line.startswith("send"))
+
+
+# -- records that do not decode (issue 20 item 2) ------------------------------------------
+
+
+def test_an_unreadable_head_is_read_as_absent_logged_and_deleted(
+    tables: Tables, caplog: pytest.LogCaptureFixture
+) -> None:
+    sessions, _, _, table = tables
+    state = finished_turn()
+    held(tables, state)
+    sessions.data[b"s1"] = b"\x00 not json"
+    store = store_of(tables)
+    policy = Policy(org_id=ORG)
+    assert store.due_in(0, policy, now=0.0) == ["s1"]  # due: the sweep reads it, not stops
+    assert store.get("s1") is None
+    assert [r.getMessage() for r in caplog.records] == ["state_unreadable"]
+    asyncio.run(store.write(store.seal()))
+    assert sessions.data == {} and table.data == {}
+
+
+def test_a_garbage_entry_is_left_out_and_deleted_not_the_session(tables: Tables) -> None:
+    state = finished_turn()
+    held(tables, state)
+    tables[3].data[entries.session_prefix("s1") + b"garbage"] = b"{"
+    store = store_of(tables)
+    read = store.get("s1")
+    assert read is not None and read.to_json() == state.to_json()
+    asyncio.run(store.write(store.seal()))
+    assert entries.session_prefix("s1") + b"garbage" not in tables[3].data
