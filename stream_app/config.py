@@ -8,8 +8,13 @@ consumer, producer and topic creation.
 
 from __future__ import annotations
 
+import difflib
+import os
+import re
 import socket
 import ssl
+import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -54,6 +59,38 @@ def _setting_error(field: str, message: str) -> PydanticCustomError:
     return PydanticCustomError("setting", "{message}", {"field": field, "message": message})
 
 
+BROKER_FORMAT = "host:port or kafka://host:port (several: separated by commas or semicolons)"
+_HOST_PORT = re.compile(r"(?P<host>\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]+)(?::(?P<port>\d{1,5}))?")
+
+
+def broker_hosts(address: str) -> list[str]:
+    """Every ``host:port`` of a broker address, in any spelling the project takes.
+
+    One format everywhere: ``STREAM_APP_BROKER_URL`` and every ``--bootstrap`` flag take
+    Faust's ``kafka://host:port`` and Kafka clients' ``host:port`` alike, so an address
+    copied from one place works in the other. Anything else (``http://``, a path, a port
+    out of range) raises :class:`ValueError` now, in one line, rather than being retried
+    as a broker that does not answer.
+    """
+    hosts = []
+    for part in re.split(r"[;,]", address):
+        text = part.strip()
+        if not text:
+            continue
+        scheme, sep, rest = text.partition("://")
+        if sep:
+            if scheme.lower() != "kafka":
+                raise ValueError(f"{scheme}:// is not a Kafka address; give {BROKER_FORMAT}")
+            text = rest.removesuffix("/")
+        match = _HOST_PORT.fullmatch(text)
+        if match is None or not 0 < int(match["port"] or 9092) < 65536:
+            raise ValueError(f"{part.strip()!r} is not a Kafka address; give {BROKER_FORMAT}")
+        hosts.append(text)
+    if not hosts:
+        raise ValueError(f"no broker given; give {BROKER_FORMAT}")
+    return hosts
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="STREAM_APP_", extra="ignore")
 
@@ -80,7 +117,7 @@ class Settings(BaseSettings):
     read_ahead_records: int = Field(25_600, ge=100)
     commit_interval_ms: int = Field(1000, ge=0)
     sweep_interval_seconds: float = Field(60.0, gt=0)
-    store: str = Field("rocksdb://", pattern=r"^(rocksdb|memory)://")
+    store: Literal["rocksdb://", "memory://"] = "rocksdb://"
     data_dir: Path = Path("./data")
     standby_replicas: int = Field(1, ge=0)
     compression: Literal["none", "gzip", "lz4", "zstd", "snappy"] = "zstd"
@@ -113,6 +150,15 @@ class Settings(BaseSettings):
     def _empty_is_unset(cls, value: Any) -> Any:
         """An empty variable (a ConfigMap key left blank, or PLAINTEXT_SETTINGS) is no value."""
         return None if value == "" else value
+
+    @field_validator("broker_url")
+    @classmethod
+    def _one_broker_format(cls, value: str) -> str:
+        """Faust's form, whichever was given: Faust takes no bare ``host:port``."""
+        try:
+            return ";".join(f"kafka://{host}" for host in broker_hosts(value))
+        except ValueError as exc:
+            raise PydanticCustomError("broker_url", str(exc)) from None
 
     @field_validator("web_token")
     @classmethod
@@ -175,8 +221,7 @@ class Settings(BaseSettings):
 
     def bootstrap_servers(self) -> str:
         """The broker URL as Kafka clients take it: ``host:port,host:port``."""
-        hosts = (part.strip().removeprefix("kafka://") for part in self.broker_url.split(";"))
-        return ",".join(h for h in hosts if h)
+        return ",".join(broker_hosts(self.broker_url))
 
     def topic_of(self, kind: str) -> str:
         return self.topic_messages if kind == "messages" else self.topic_decisions
@@ -242,14 +287,96 @@ class SettingsError(Exception):
     """A one-line description of the first bad setting."""
 
 
-def load_settings() -> Settings:
+# Names from Kafka's own vocabulary that people reach for first; difflib finds no setting
+# close to them.
+_KAFKA_WORDS = {
+    f"{prefix}{word}": "BROKER_URL"
+    for prefix in ("", "KAFKA_")
+    for word in ("BOOTSTRAP", "BOOTSTRAP_SERVER", "BOOTSTRAP_SERVERS", "BROKER", "BROKERS")
+} | {"KAFKA": "BROKER_URL", "KAFKA_URL": "BROKER_URL"}
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[str]:
+    """A line for each ``STREAM_APP_*`` variable that is no setting, with the closest one.
+
+    A misspelled name would otherwise be ignored without a word, and its default used.
+    """
+    known = sorted(name.upper() for name in Settings.model_fields)
+    lines = []
+    for variable in sorted(environ):
+        upper = variable.upper()
+        suffix = upper.removeprefix("STREAM_APP_")
+        if suffix == upper or suffix.lower() in Settings.model_fields:
+            continue
+        close = _KAFKA_WORDS.get(suffix) or next(
+            iter(difflib.get_close_matches(suffix, known, n=1, cutoff=0.6)), None
+        )
+        hint = f"did you mean STREAM_APP_{close}?" if close else "no setting has a name like it"
+        lines.append(f"{variable} is not a setting and is ignored ({hint})")
+    return lines
+
+
+_warned: set[str] = set()  # a process that loads its settings twice warns once
+
+
+def _warn(line: str) -> None:
+    print(f"stream-app: warning: {line}", file=sys.stderr, flush=True)
+
+
+def _number(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+_BOUNDS = {
+    "greater_than_equal": ("ge", "must be {} or more"),
+    "greater_than": ("gt", "must be more than {}"),
+    "less_than_equal": ("le", "must be {} or less"),
+    "less_than": ("lt", "must be less than {}"),
+}
+
+
+def _in_user_words(error: Mapping[str, Any]) -> str:
+    """What the variable must be, said about the variable rather than pydantic's input."""
+    kind, ctx = error["type"], error.get("ctx") or {}
+    if kind in _BOUNDS:
+        key, text = _BOUNDS[kind]
+        return text.format(_number(ctx[key]))
+    if kind in ("int_parsing", "int_from_float", "int_type"):
+        return "must be a whole number"
+    if kind in ("float_parsing", "float_type"):
+        return "must be a number"
+    if kind in ("bool_parsing", "bool_type"):
+        return "must be true or false"
+    if kind == "literal_error":
+        return f"must be {str(ctx.get('expected', '')).replace(chr(39), '')}"
+    if kind in ("string_too_short", "too_short"):
+        least = ctx.get("min_length", 1)
+        return "must not be empty" if least == 1 else f"must be at least {least} characters"
+    if kind in ("string_too_long", "too_long"):
+        return f"must be at most {ctx.get('max_length')} characters"
+    if kind in ("path_not_file", "path_not_directory"):
+        return "no such file" if kind == "path_not_file" else "no such directory"
+    return str(error["msg"])
+
+
+def load_settings(warn: Callable[[str], None] = _warn) -> Settings:
+    """The settings, or :class:`SettingsError` naming the first bad variable.
+
+    ``warn`` is told once per process about each ``STREAM_APP_*`` variable that is not a
+    setting (default: a line on stderr).
+    """
+    for line in unknown_variables(os.environ):
+        if line not in _warned:
+            _warned.add(line)
+            warn(line)
     try:
         return Settings()
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         field = str(first["loc"][0]) if first["loc"] else (first.get("ctx") or {}).get("field")
         name = f"STREAM_APP_{field.upper()}" if field else "STREAM_APP_*"
+        said = _in_user_words(first)
         if field in SECRET_FIELDS or first["type"] == "setting":
             # A secret is never echoed; a cross-field error is about the setting, not a value.
-            raise SettingsError(f"{name}: {first['msg']}") from None
-        raise SettingsError(f"{name}: {first['msg']} (got {first.get('input')!r})") from None
+            raise SettingsError(f"{name}: {said}") from None
+        raise SettingsError(f"{name}: {said} (got {first.get('input')!r})") from None

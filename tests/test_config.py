@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from stream_app.config import Settings, SettingsError, load_settings
+from stream_app import config
+from stream_app.config import Settings, SettingsError, broker_hosts, load_settings
 
 
 def test_defaults_follow_the_spec_topic_names() -> None:
@@ -83,3 +84,133 @@ def test_commands_refuse_to_start_on_a_bad_setting(command: list[str]) -> None:
     assert done.returncode == 2
     assert done.stderr.startswith("stream-app: STREAM_APP_PARTITIONS: ")
     assert done.stderr.count("\n") == 1
+
+
+# -- issue 23 item 2: configuration that refuses surprises --------------------------------
+
+
+@pytest.fixture
+def warnings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """What load_settings warns about, in a process that has warned about nothing yet."""
+    monkeypatch.setattr(config, "_warned", set())
+    return []
+
+
+@pytest.mark.parametrize(
+    ("variable", "closest"),
+    [
+        ("STREAM_APP_BOOTSTRAP", "STREAM_APP_BROKER_URL"),
+        ("STREAM_APP_BOOTSTRAP_SERVERS", "STREAM_APP_BROKER_URL"),
+        ("STREAM_APP_PARTITION", "STREAM_APP_PARTITIONS"),
+        ("STREAM_APP_WEBPORT", "STREAM_APP_WEB_PORT"),
+        ("stream_app_topic_turn", "STREAM_APP_TOPIC_TURNS"),
+    ],
+)
+def test_an_unknown_variable_is_warned_about_with_the_closest_setting(
+    monkeypatch: pytest.MonkeyPatch, warnings: list[str], variable: str, closest: str
+) -> None:
+    monkeypatch.setenv(variable, "4")
+    settings = load_settings(warn=warnings.append)
+    assert settings == Settings()  # ignored: the default stands
+    assert warnings == [f"{variable} is not a setting and is ignored (did you mean {closest}?)"]
+
+
+def test_a_name_like_no_setting_is_warned_about_once_per_process(
+    monkeypatch: pytest.MonkeyPatch, warnings: list[str]
+) -> None:
+    monkeypatch.setenv("STREAM_APP_ZZZ", "1")
+    monkeypatch.setenv("STREAM_APP_PARTITIONS", "3")  # a setting: not warned about
+    monkeypatch.setenv("OTHER_APP_BOOTSTRAP", "x")  # not ours
+    load_settings(warn=warnings.append)
+    load_settings(warn=warnings.append)  # as the worker does, then its app module
+    assert warnings == [
+        "STREAM_APP_ZZZ is not a setting and is ignored (no setting has a name like it)"
+    ]
+
+
+def test_a_command_warns_on_stderr_and_goes_on() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "stream_app", "replay", "/nonexistent", "--out", "o", "--dlq", "d"],
+        env={**os.environ, "STREAM_APP_BOOTSTRAP": "kafka:9092"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    warning, error = done.stderr.splitlines()
+    assert warning == (
+        "stream-app: warning: STREAM_APP_BOOTSTRAP is not a setting and is ignored "
+        "(did you mean STREAM_APP_BROKER_URL?)"
+    )
+    assert error.startswith("stream-app replay: cannot read /nonexistent")  # it went on
+
+
+@pytest.mark.parametrize(
+    ("given", "bootstrap"),
+    [
+        ("kafka://k:9092", "k:9092"),
+        ("k:9092", "k:9092"),
+        ("kafka://a:1;kafka://b:2", "a:1,b:2"),
+        ("a:1, b:2", "a:1,b:2"),
+        ("KAFKA://[::1]:9092/", "[::1]:9092"),
+        ("kafka://k", "k"),
+    ],
+)
+def test_the_broker_url_takes_one_format_everywhere(
+    monkeypatch: pytest.MonkeyPatch, given: str, bootstrap: str
+) -> None:
+    monkeypatch.setenv("STREAM_APP_BROKER_URL", given)
+    settings = load_settings()
+    assert settings.bootstrap_servers() == bootstrap
+    # Faust's form for the worker's app, whichever was given.
+    assert settings.broker_url == ";".join(f"kafka://{h}" for h in bootstrap.split(","))
+    assert broker_hosts(given) == bootstrap.split(",")
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ("http://x:1", "http:// is not a Kafka address"),
+        ("kafka://x:70000", "'kafka://x:70000' is not a Kafka address"),
+        ("x/topic", "'x/topic' is not a Kafka address"),
+        (" ; ", "no broker given"),
+    ],
+)
+def test_a_broker_url_that_is_not_a_kafka_address_is_refused_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, given: str, said: str
+) -> None:
+    monkeypatch.setenv("STREAM_APP_BROKER_URL", given)
+    with pytest.raises(SettingsError) as refused:
+        load_settings()
+    message = str(refused.value)
+    assert message.startswith(f"STREAM_APP_BROKER_URL: {said}")
+    assert "host:port or kafka://host:port" in message and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "said"),
+    [
+        ("PARTITIONS", "0", "must be 1 or more (got '0')"),
+        ("PARTITIONS", "four", "must be a whole number (got 'four')"),
+        ("WEB_PORT", "70000", "must be 65535 or less (got '70000')"),
+        ("SESSION_TTL_SECONDS", "0", "must be more than 0 (got '0')"),
+        ("SESSION_TTL_SECONDS", "a day", "must be a number (got 'a day')"),
+        ("COMPRESSION", "brotli", "must be none, gzip, lz4, zstd or snappy (got 'brotli')"),
+        ("STORE", "redis://", "must be rocksdb:// or memory:// (got 'redis://')"),
+        ("SECURITY_PROTOCOL", "TLS", "must be PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"),
+        ("SASL_MECHANISM", "GSSAPI", "must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"),
+        ("ORG_ID", "", "must not be empty (got '')"),
+        ("SSL_CAFILE", "/nonexistent.pem", "no such file (got '/nonexistent.pem')"),
+        ("WEB_TOKEN", "short", "at least 16 characters"),
+    ],
+)
+def test_a_bad_value_is_said_in_the_users_words(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, said: str
+) -> None:
+    monkeypatch.setenv(f"STREAM_APP_{name}", value)
+    with pytest.raises(SettingsError) as refused:
+        load_settings()
+    message = str(refused.value)
+    assert message.startswith(f"STREAM_APP_{name}: ") and said in message
+    for pydantic_words in ("Input should", "String should", "after validation", "Value error"):
+        assert pydantic_words not in message
