@@ -33,3 +33,12 @@ def topics() -> dict[str, str]:
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
     return tmp_path
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that needs the embedded broker is slow: it starts workers, waits for groups to
+    form and for records to travel, so `-m "not slow"` leaves every one of them out."""
+    for item in items:
+        uses_broker = "broker" in getattr(item, "fixturenames", ())
+        if uses_broker or item.get_closest_marker("broker") is not None:
+            item.add_marker(pytest.mark.slow)
