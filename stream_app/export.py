@@ -29,6 +29,7 @@ from aiokafka.errors import KafkaError
 from stream_app.clients import client_options
 from stream_app.config import Settings
 from stream_app.core.revisions import Latest, TurnRecord, read_headers
+from stream_app.text import counted
 
 CONNECT_TIMEOUT = 30.0  # seconds for the consumer to reach the cluster
 IDLE_TIMEOUT = 30.0  # seconds without a record or a fetch response before export gives up
@@ -171,7 +172,7 @@ async def export(
 def summary(counts: Counter[str], include_open: bool, target: str) -> str:
     left = "written too" if include_open else "left out (--include-open writes them)"
     parts = [
-        f"{counts['records_read']} records read, {counts['keys']} turns",
+        f"{counted(counts['records_read'], 'record')} read, {counted(counts['keys'], 'turn')}",
         f"{counts['written']} written to {target}",
         f"{counts['final']} final, {counts['open']} open {left}",
     ]
@@ -180,5 +181,5 @@ def summary(counts: Counter[str], include_open: bool, target: str) -> str:
     if counts["deleted"]:
         parts.append(f"{counts['deleted']} deleted (tombstones)")
     if counts["not_turns"]:
-        parts.append(f"{counts['not_turns']} records that are not turns skipped")
-    return "export: " + "; ".join(parts)
+        parts.append(f"{counted(counts['not_turns'], 'non-turn record')} skipped")
+    return "stream-app export: " + "; ".join(parts)

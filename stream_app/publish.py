@@ -40,6 +40,7 @@ from stream_app.core.intake import decode
 from stream_app.core.records import TopicKind
 from stream_app.models.topics import partition_for
 from stream_app.replay import source_record
+from stream_app.text import counted
 
 CONNECT_TIMEOUT = 30.0  # seconds for the producer to reach the cluster
 IN_FLIGHT = 2000  # records sent but not yet acknowledged before publish waits for them
@@ -176,6 +177,11 @@ class Published:
     rejected: list[Rejected] = field(default_factory=list)
     refused: bool = False  # strict, and a line was rejected: nothing was sent
 
+    @property
+    def nothing_sent(self) -> bool:
+        """Not a record went out: a failure, though no line stopped the file."""
+        return not self.sent.total()
+
 
 def _lines(path: Path, progress: Callable[[int], None] | None) -> Iterator[bytes]:
     done = 0
@@ -201,9 +207,10 @@ async def publish(
     """Publishes a replay-format file; ``progress`` is told the bytes read so far.
 
     Every rejected line is passed to ``on_rejected`` as it is found. With ``strict`` the
-    file is checked whole first, and nothing is sent if a line fails. Raises
-    :class:`PublishError` when the broker cannot be reached, a topic is missing or a record
-    is refused, and ``OSError`` when the file cannot be read.
+    file is checked whole first, and nothing is sent if a line fails. The broker is first
+    contacted for the first record to send. Raises :class:`PublishError` when the broker
+    cannot be reached, a topic is missing or a record is refused, and ``OSError`` when the
+    file cannot be read.
     """
     result = Published()
     if strict:
@@ -214,34 +221,49 @@ async def publish(
         if result.rejected:
             result.refused = True
             return result
-    publisher = Publisher(settings, bootstrap)
-    await publisher.start()
+    # Started at the first record to send: a file with nothing to send needs no broker.
+    publisher: Publisher | None = None
     try:
         for checked in check(_lines(path, progress), settings):
             if isinstance(checked, Rejected):
                 result.rejected.append(checked)
                 on_rejected(checked)
                 continue
+            if publisher is None:
+                publisher = Publisher(settings, bootstrap)
+                await publisher.start()
             await publisher.send(checked)
             result.sent[checked.kind] += 1
-        await publisher.flush()
+        if publisher is not None:
+            await publisher.flush()
     finally:
-        await publisher.stop()
+        if publisher is not None:
+            await publisher.stop()
     return result
 
 
 def summary(result: Published) -> str:
+    """The line that ends a publish; for a file that sent nothing it says why."""
+    rejected = len(result.rejected)
     if result.refused:
+        would = "would be a dead letter" if rejected == 1 else "would be dead letters"
         return (
-            f"publish: refused: {len(result.rejected)} lines would be dead letters; "
+            f"stream-app publish: refused: {counted(rejected, 'line')} {would}; "
             f"nothing sent (--strict)"
         )
     reasons = Counter(r.reason for r in result.rejected)
-    skipped = f"{len(result.rejected)} lines skipped" + (
-        " (" + ", ".join(f"{k} {v}" for k, v in sorted(reasons.items())) + ")" if reasons else ""
-    )
+    by_reason = ", ".join(f"{k} {v}" for k, v in sorted(reasons.items()))
+    if result.nothing_sent:
+        if not rejected:
+            return "stream-app publish: nothing sent: the file holds no records"
+        return (
+            f"stream-app publish: nothing sent: every line was rejected "
+            f"({counted(rejected, 'line')}: {by_reason})"
+        )
+    skipped = f"{counted(rejected, 'line')} skipped" + (f" ({by_reason})" if reasons else "")
     sent = result.sent
     return (
-        f"publish: {sent.total()} records sent ({sent['messages']} messages, "
-        f"{sent['decisions']} decisions); {skipped}"
+        f"stream-app publish: {counted(sent.total(), 'record')} sent "
+        f"({counted(sent['messages'], 'message')}, {counted(sent['decisions'], 'decision')}); "
+        f"{skipped}"
     )

@@ -19,6 +19,7 @@ from stream_app.core.records import Origin, Outputs, SourceRecord
 from stream_app.models.dead_letter import Reason
 from stream_app.pipeline import Pipeline
 from stream_app.state.memory import MemoryStore
+from stream_app.text import counted
 
 REPLAY_INPUT_TOPIC = "replay-input"  # source_topic of a line that is not a record at all
 
@@ -124,14 +125,16 @@ def summary(counts: Counter[str]) -> str:
 
     letters = by("dead_letter:")
     parts: list[Any] = [
-        f"{counts['records:messages']} messages, {counts['records:decisions']} decisions read",
-        f"{counts['turns_emitted']} turns emitted, {counts['turn_revisions']} revisions",
-        f"{counts['duplicate:message']} duplicate messages, "
-        f"{counts['duplicate:decision']} duplicate decisions",
-        f"{sum(letters.values())} dead letters"
+        f"{counted(counts['records:messages'], 'message')}, "
+        f"{counted(counts['records:decisions'], 'decision')} read",
+        f"{counted(counts['turns_emitted'], 'turn')} emitted, "
+        f"{counted(counts['turn_revisions'], 'revision')}",
+        f"{counted(counts['duplicate:message'], 'duplicate message')}, "
+        f"{counted(counts['duplicate:decision'], 'duplicate decision')}",
+        counted(sum(letters.values()), "dead letter")
         + (" (" + ", ".join(f"{k} {v}" for k, v in letters.items()) + ")" if letters else ""),
-        f"{counts['parts_skipped']} parts skipped, "
-        f"{counts['malformed_tool_arguments']} malformed tool arguments",
-        f"{counts['sessions_in_state']} sessions in state",
+        f"{counted(counts['parts_skipped'], 'part')} skipped, "
+        f"{counted(counts['malformed_tool_arguments'], 'tool call')} with malformed arguments",
+        f"{counted(counts['sessions_in_state'], 'session')} in state",
     ]
-    return "replay: " + "; ".join(parts)
+    return "stream-app replay: " + "; ".join(parts)

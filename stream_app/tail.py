@@ -20,6 +20,9 @@ import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
+from stream_app.core.revisions import read_headers
+from stream_app.text import counted
+
 CONNECT_ATTEMPTS = 5
 FIRST_BACKOFF = 0.5  # seconds before the second attempt, doubled before each next one
 ATTEMPT_TIMEOUT = 10.0  # seconds one connection attempt may take
@@ -33,8 +36,9 @@ class TailError(Exception):
     """Why tail cannot go on, in one line."""
 
 
-def describe(key: str, turn: dict[str, Any]) -> str:
-    """One readable paragraph per turn revision."""
+def describe(key: str, turn: dict[str, Any], revision: int | None = None) -> str:
+    """One readable paragraph per turn revision; a revision after the first says its number,
+    since it replaces the paragraph printed for that key before."""
     calls = ", ".join(f"{c['name']}({c['id']})" for c in turn["tool_calls"]) or "none"
     verdicts = (
         f"{d['decision_id']} {'accepted' if d['accepted'] else 'rejected'} ({d['agent_harness']})"
@@ -44,8 +48,9 @@ def describe(key: str, turn: dict[str, Any]) -> str:
     completion = turn["completion"].replace("\n", " / ")
     if len(completion) > 120:
         completion = completion[:117] + "..."
+    again = f", revision {revision}" if revision is not None and revision > 1 else ""
     return (
-        f"turn {key}: {len(turn['new_messages'])} new messages\n"
+        f"turn {key}{again}: {len(turn['new_messages'])} new messages\n"
         f"  completion: {completion}\n  tool calls: {calls}\n  decisions: {decisions}"
     )
 
@@ -60,10 +65,15 @@ async def tail(
     out: IO[str] = sys.stdout,
     err: IO[str] = sys.stderr,
     options: Mapping[str, Any] | None = None,
+    dead_letters: str | None = None,
+    say_following: bool = False,
 ) -> int:
     """Prints turn revisions until ``limit`` are printed (or forever); returns the count.
 
     ``options`` are the connection's security (``Settings.kafka_options``); none: plaintext.
+    ``dead_letters`` names a dead-letter topic to print as well, interleaved as records
+    arrive (they do not count towards ``limit``). ``say_following`` prints a line on ``err``
+    once tailing has begun, for a person who would otherwise wonder why it never ends.
     Raises :class:`TailError` when the broker cannot be reached, the topic does not exist
     or the broker goes away (see the module's docstring for the bounds).
     """
@@ -71,12 +81,20 @@ async def tail(
     consumer = await _connect(bootstrap, err, options or {})
     try:
         tps = _partitions(consumer, topic, bootstrap)
+        if dead_letters is not None:
+            tps += _partitions(consumer, dead_letters, bootstrap)
         consumer.assign(tps)
         if from_beginning:
             await consumer.seek_to_beginning(*tps)
         else:
             await consumer.seek_to_end(*tps)
-        return await _follow(consumer, bootstrap, limit, lambda r: _print(r, as_json, out))
+        if say_following:
+            what = topic if dead_letters is None else f"{topic} and {dead_letters}"
+            until = "until Ctrl-C" if limit is None else f"for {counted(limit, 'revision')}"
+            print(f"stream-app tail: following {what} at {bootstrap} {until}", file=err, flush=True)
+        return await _follow(
+            consumer, bootstrap, limit, lambda r: _print(r, as_json, out, dead_letters)
+        )
     except KafkaError as exc:
         raise TailError(f"{bootstrap}: {exc}") from None
     finally:
@@ -150,9 +168,10 @@ def _partitions(consumer: AIOKafkaConsumer, topic: str, bootstrap: str) -> list[
 
 
 async def _follow(
-    consumer: AIOKafkaConsumer, bootstrap: str, limit: int | None, show: Callable[[Any], None]
+    consumer: AIOKafkaConsumer, bootstrap: str, limit: int | None, show: Callable[[Any], bool]
 ) -> int:
-    """Shows records until ``limit``; asks the broker whether it is there when none come."""
+    """Shows records until ``limit`` of those ``show`` counts (turns); asks the broker
+    whether it is there when none come."""
     printed = 0
     heard = time.monotonic()  # when the broker last showed it was there
     asked = heard
@@ -173,8 +192,8 @@ async def _follow(
             for record in records:
                 if record.value is None or (limit is not None and printed >= limit):
                     continue
-                show(record)
-                printed += 1
+                if show(record):
+                    printed += 1
     return printed
 
 
@@ -186,10 +205,28 @@ async def _answers(consumer: AIOKafkaConsumer) -> bool:
     return True
 
 
-def _print(record: Any, as_json: bool, out: IO[str]) -> None:
+def describe_dead_letter(letter: dict[str, Any]) -> str:
+    """One readable paragraph per dead letter: why, and where the record came from."""
+    where = f"{letter.get('source_topic')} partition {letter.get('partition')}"
+    return (
+        f"dead letter: {letter.get('reason')} ({where} offset {letter.get('offset')})\n"
+        f"  error: {letter.get('error')}"
+    )
+
+
+def _print(record: Any, as_json: bool, out: IO[str], dead_letters: str | None) -> bool:
+    """Writes one record; whether it was a turn (what ``limit`` counts)."""
+    value = orjson.loads(record.value)
+    if dead_letters is not None and record.topic == dead_letters:
+        shown = {"dead_letter": value} if as_json else None
+        out.write((orjson.dumps(shown).decode() if shown else describe_dead_letter(value)) + "\n")
+        out.flush()
+        return False
     key = (record.key or b"").decode()
     if as_json:
-        out.write(orjson.dumps({"key": key, "value": orjson.loads(record.value)}).decode() + "\n")
+        out.write(orjson.dumps({"key": key, "value": value}).decode() + "\n")
     else:
-        out.write(describe(key, orjson.loads(record.value)) + "\n")
+        headers = read_headers(record.headers)
+        out.write(describe(key, value, headers.revision if headers else None) + "\n")
     out.flush()
+    return True

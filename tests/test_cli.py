@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import pty
 import subprocess
@@ -12,7 +13,9 @@ from pathlib import Path
 import orjson
 import pytest
 
+from stream_app.cli import _parser
 from stream_app.embedded_broker import EmbeddedBroker, free_port
+from stream_app.text import counted
 from tests.kafka_io import create_topics, publish
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -110,3 +113,120 @@ def test_tail_prints_turns_as_json_lines(broker: EmbeddedBroker) -> None:
     assert [orjson.loads(line) for line in done.stdout.splitlines()] == [
         {"key": "c1", "value": turn}
     ]
+
+
+# -- issue 23 item 5: the text a newcomer reads, and the exit statuses ---------------------
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "stream_app", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+    )
+
+
+def test_the_help_is_plain_text_and_every_command_says_what_it_does() -> None:
+    top = run("--help")
+    assert top.returncode == 0
+    assert "``" not in top.stdout and "stream-app dev --demo" in top.stdout
+    (commands,) = (a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for name, sub in commands.choices.items():
+        assert sub.description and len(sub.description) > 80, name  # more than the one-liner
+        assert "``" not in sub.description, name
+    assert "Ctrl-C" in commands.choices["tail"].description
+    assert "until Ctrl-C" in top.stdout  # tail's one line says it never ends by itself
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["worker", "--loglevel", "loud"], "argument --loglevel: invalid choice: 'loud'"),
+        (
+            ["tail", "--bootstrap", "http://x:1"],
+            "argument --bootstrap: http:// is not a Kafka address",
+        ),
+        (
+            ["publish", "f", "--bootstrap", "http://x:1"],
+            "argument --bootstrap: http:// is not a Kafka address",
+        ),
+        (
+            ["export", "--out", "o", "--bootstrap", "ftp://x:1"],
+            "argument --bootstrap: ftp:// is not a Kafka address",
+        ),
+        (["replay", "in.jsonl"], "the following arguments are required: --out, --dlq"),
+        (["launch"], "argument COMMAND: invalid choice: 'launch'"),
+    ],
+)
+def test_a_usage_error_is_one_line_naming_the_command_and_exit_2(
+    args: list[str], said: str
+) -> None:
+    done = run(*args)
+    assert done.returncode == 2
+    (line,) = done.stderr.splitlines()
+    command = "stream-app" if args[0] == "launch" else f"stream-app {args[0]}"
+    assert line.startswith(f"{command}: {said}"), line
+    assert line.endswith(f"; see {command} --help")
+
+
+def test_a_kafka_url_is_a_bootstrap_address_too(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    example = (ROOT / "examples" / "session.jsonl").read_text().splitlines()
+    source.write_text(example[0] + "\n")
+    port = free_port()  # nothing listens there
+    done = run("publish", str(source), "--bootstrap", f"kafka://127.0.0.1:{port}")
+    assert done.returncode == 2
+    (line,) = done.stderr.splitlines()
+    assert line == f"stream-app publish: no Kafka broker answers at 127.0.0.1:{port}"
+
+
+def test_publish_of_a_file_whose_every_line_is_rejected_fails_without_a_broker(
+    tmp_path: Path,
+) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"topic": "users", "value": {}}\n{not json\n')
+    done = run("publish", str(source), "--bootstrap", f"127.0.0.1:{free_port()}")
+    assert done.returncode == 2, done.stderr
+    *rejected, last = done.stderr.splitlines()
+    assert [line.split(": ", 2)[1] for line in rejected] == [f"{source}:1", f"{source}:2"]
+    assert last == (
+        "stream-app publish: nothing sent: every line was rejected "
+        "(2 lines: invalid_json 1, schema 1)"
+    )
+    (tmp_path / "empty.jsonl").write_text("\n")
+    done = run("publish", str(tmp_path / "empty.jsonl"))
+    assert done.returncode == 2
+    assert done.stderr == "stream-app publish: nothing sent: the file holds no records\n"
+
+
+def test_replay_counts_in_words_with_the_prefix_its_errors_have(tmp_path: Path) -> None:
+    done = run(
+        "replay",
+        str(ROOT / "examples" / "session.jsonl"),
+        "--out",
+        str(tmp_path / "t"),
+        "--dlq",
+        str(tmp_path / "d"),
+    )
+    assert done.returncode == 0
+    (summary,) = done.stderr.splitlines()
+    assert summary.startswith("stream-app replay: 12 messages, 5 decisions read; ")
+    for said in ("4 turns emitted, 1 revision;", "1 duplicate decision;", "1 part skipped"):
+        assert said in summary
+    assert summary.endswith("; 1 session in state")
+    missing = run("replay", str(tmp_path / "nope"), "--out", "o", "--dlq", "d")
+    assert missing.stderr.startswith("stream-app replay: cannot read ")
+
+
+def test_counted_says_one_and_many_apart() -> None:
+    assert [counted(n, "revision") for n in (0, 1, 2)] == [
+        "0 revisions",
+        "1 revision",
+        "2 revisions",
+    ]
+    assert counted(1, "entry", "entries") == "1 entry" and counted(3, "entry", "entries") == (
+        "3 entries"
+    )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import http.server
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -62,14 +63,14 @@ def _cmdline(pid: int) -> str:
 class Dev:
     """A ``stream-app dev`` process; every descendant it showed is remembered for cleanup."""
 
-    def __init__(self, web_port: int) -> None:
+    def __init__(self, web_port: int, *args: str) -> None:
         env = {
             **os.environ,
             "STREAM_APP_WEB_PORT": str(web_port),
             "STREAM_APP_ID": f"dev-{uuid.uuid4().hex[:6]}",
         }
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "stream_app", "dev", "--port", str(free_port())],
+            [sys.executable, "-m", "stream_app", "dev", "--port", str(free_port()), *args],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -130,11 +131,11 @@ class Dev:
 
 
 @pytest.fixture
-def start_dev() -> Iterator[Callable[[int], Dev]]:
+def start_dev() -> Iterator[Callable[..., Dev]]:
     started: list[Dev] = []
 
-    def start(web_port: int) -> Dev:
-        started.append(Dev(web_port))
+    def start(web_port: int, *args: str) -> Dev:
+        started.append(Dev(web_port, *args))
         return started[-1]
 
     yield start
@@ -232,3 +233,44 @@ def test_dev_refuses_a_web_port_another_process_answers_on(
     assert line.startswith(f"stream-app dev: port {port} (STREAM_APP_WEB_PORT) is in use")
     assert "ready" not in stdout and READY_LINE not in stdout
     assert took < 10  # refused before a broker or a worker was started
+
+
+# -- issue 23 item 4 ---------------------------------------------------------------------
+
+
+def _logs_folder(stdout: str) -> Path:
+    (line,) = [x for x in stdout.splitlines() if x.startswith("logs: ")]
+    return Path(line.removeprefix("logs: ").split(" (")[0])
+
+
+def test_dev_demo_shows_revisions_and_dead_letters_and_removes_its_folder(
+    start_dev: Callable[..., Dev],
+) -> None:
+    dev = start_dev(free_port(), "--demo")
+    dev.wait_for_stdout("starting the embedded broker (tansu)...\n", timeout=10)  # at once
+    assert dev.stdout.startswith("starting the embedded broker")  # the first line
+    dev.wait_for_stdout(READY_LINE)
+    # What replay shows for the same file (README): the late decision's revision, and the
+    # four dead letters, each printed as the worker writes it.
+    dev.wait_for_stdout('turn ["sess-7f3a","msg-a4"], revision 2: ')
+    for reason in ("invalid_json", "schema", "tenant_mismatch", "unattributable_decision"):
+        dev.wait_for_stdout(f"dead letter: {reason} (")
+    folder = _logs_folder(dev.stdout)
+    assert (folder / "worker.log").is_file()
+    dev.process.send_signal(signal.SIGTERM)
+    status = dev.wait(60)
+    assert status == 0, dev.stderr_after_exit()
+    assert not folder.exists()  # removed on exit
+
+
+def test_dev_keep_leaves_its_folder_of_logs(start_dev: Callable[..., Dev]) -> None:
+    dev = start_dev(free_port(), "--keep")
+    dev.wait_for_stdout(READY_LINE)
+    dev.wait_for_stdout("(--keep: kept on exit)")
+    folder = _logs_folder(dev.stdout)
+    dev.process.send_signal(signal.SIGTERM)
+    try:
+        assert dev.wait(60) == 0, dev.stderr_after_exit()
+        assert (folder / "worker.log").is_file() and (folder / "broker.log").is_file()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -124,7 +124,9 @@ def test_strict_refuses_a_file_with_a_bad_line_before_it_connects(tmp_path: Path
     lines = done.stderr.strip().splitlines()
     assert lines[0].startswith(f"stream-app publish: {source}:2: ")
     assert "decision_id" in lines[0] and "(schema)" in lines[0]
-    assert lines[-1] == "publish: refused: 1 lines would be dead letters; nothing sent (--strict)"
+    assert lines[-1] == (
+        "stream-app publish: refused: 1 line would be a dead letter; nothing sent (--strict)"
+    )
 
 
 def test_an_unreadable_file_or_no_broker_is_one_line_and_exit_2(tmp_path: Path) -> None:

@@ -282,7 +282,7 @@ def test_a_missing_topic_is_one_line_and_exit_2_for_publish_and_export(
     )
     assert done.returncode == 0, done.stderr
     assert done.stderr.strip() == (
-        "publish: 1 records sent (1 messages, 0 decisions); 0 lines skipped"
+        "stream-app publish: 1 record sent (1 message, 0 decisions); 0 lines skipped"
     )
 
 

@@ -80,7 +80,7 @@ def test_replay_of_the_example_session(tmp_path: Path) -> None:
         "tenant_mismatch",
         "unattributable_decision",
     ]
-    assert "1 duplicate decisions" in done.stderr and "4 turns emitted" in done.stderr
+    assert "1 duplicate decision;" in done.stderr and "4 turns emitted" in done.stderr
 
 
 def test_a_string_value_is_replayed_as_the_raw_record(tmp_path: Path) -> None:

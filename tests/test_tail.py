@@ -6,12 +6,17 @@ one line, exit 2. A broker that goes away while tailing: one line, exit 2, in bo
 
 from __future__ import annotations
 
+import io
+import os
+import pty
 import select
+import signal
 import subprocess
 import sys
 import time
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 from typing import IO
 
 import orjson
@@ -49,6 +54,7 @@ def _read_line(stream: IO[str], deadline: float) -> str:
     return stream.readline()
 
 
+@pytest.mark.slow  # it waits out the backoff between attempts: about 8 s
 def test_tail_without_a_broker_prints_one_line_per_attempt_then_exits_2() -> None:
     bootstrap = f"127.0.0.1:{free_port()}"  # nothing listens there
     started = time.monotonic()
@@ -115,3 +121,79 @@ def test_tail_reports_a_broker_that_goes_away_in_one_line_and_exits_2(tmp_path: 
         f"no answer for {tail.LOST_AFTER:g} s"
     ]
     assert took < tail.LOST_AFTER + 15  # bounded: it gives up, it does not hang
+
+
+# -- issue 23: what a person sees while tailing -------------------------------------------
+
+
+def _record(topic: str, key: bytes, value: object, headers: list[tuple[str, bytes]]) -> object:
+    return SimpleNamespace(topic=topic, key=key, value=orjson.dumps(value), headers=headers)
+
+
+def test_a_revision_says_its_number_and_a_dead_letter_says_why() -> None:
+    out = io.StringIO()
+    final_after = ("final_after", b"2026-11-29T16:03:00.000000Z")
+    first = [("session_id", b"s"), ("revision", b"1"), final_after]
+    second = [("session_id", b"s"), ("revision", b"2"), final_after]
+    letter = {
+        "reason": "schema",
+        "source_topic": "llm.messages",
+        "partition": 1,
+        "offset": 11,
+        "error": "message.role: Field required",
+    }
+    shown = [
+        tail._print(_record("turns", b'["s","c1"]', TURN, first), False, out, "dlq"),
+        tail._print(_record("turns", b'["s","c1"]', TURN, second), False, out, "dlq"),
+        tail._print(_record("dlq", b"s", letter, []), False, out, "dlq"),
+    ]
+    assert shown == [True, True, False]  # a dead letter does not count towards --limit
+    lines = out.getvalue().splitlines()
+    assert lines[0] == 'turn ["s","c1"]: 0 new messages'
+    assert lines[4] == 'turn ["s","c1"], revision 2: 0 new messages'
+    assert lines[8:] == [
+        "dead letter: schema (llm.messages partition 1 offset 11)",
+        "  error: message.role: Field required",
+    ]
+
+
+@pytest.mark.broker
+def test_tail_follows_turns_and_dead_letters_until_ctrl_c_and_says_so(
+    broker: EmbeddedBroker,
+) -> None:
+    run = uuid.uuid4().hex[:6]
+    turns, dlq = f"turns-{run}", f"dlq-{run}"
+    create_topics(broker.bootstrap, [turns, dlq], 2)
+    letter = {"reason": "schema", "error": "x"}
+    publish(
+        broker.bootstrap,
+        [{"topic": "t", "key": "c1", "value": TURN}, {"topic": "d", "key": "k", "value": letter}],
+        {"t": turns, "d": dlq},
+    )
+    leader, follower = pty.openpty()  # stderr on a terminal: a person is watching
+    process = subprocess.Popen(  # bytes: read as they come
+        _tail("--json", "--dead-letters", "--bootstrap", broker.bootstrap, "--topic", turns),
+        env={**os.environ, "STREAM_APP_TOPIC_DLQ": dlq},
+        stdout=subprocess.PIPE,
+        stderr=follower,
+    )
+    os.close(follower)
+    try:
+        assert process.stdout is not None
+        deadline, shown = time.monotonic() + 60, b""
+        while shown.count(b"\n") < 2:  # read from the pipe itself: no buffer hides a line
+            ready, _, _ = select.select([process.stdout], [], [], deadline - time.monotonic())
+            assert ready, f"two records not shown in 60 s: {shown!r}"
+            shown += os.read(process.stdout.fileno(), 65536)
+        seen = [orjson.loads(line) for line in shown.splitlines()]
+        assert sorted(seen, key=len) == [{"dead_letter": letter}, {"key": "c1", "value": TURN}]
+        said = os.read(leader, 65536).decode()
+        assert said.startswith(f"stream-app tail: following {turns} and {dlq} at ")
+        assert said.rstrip().endswith("until Ctrl-C")
+        process.send_signal(signal.SIGINT)
+        assert process.wait(30) == 0  # Ctrl-C is how it ends: not an error
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        os.close(leader)
