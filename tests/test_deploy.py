@@ -62,6 +62,23 @@ def test_compose_creates_every_topic_the_worker_uses_with_its_partition_count() 
     assert any(v.endswith(":/data") for v in services["worker"]["volumes"])
 
 
+def test_compose_keeps_kafkas_log_with_the_workers_tables_and_restarts_a_crashed_worker() -> None:
+    """Issue 23 item 6: state on both sides of the worker survives ``down`` and ``up``."""
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    services, volumes = compose["services"], compose["volumes"]
+    kafka = services["kafka"]
+    log_dir = kafka["environment"]["KAFKA_LOG_DIRS"]
+    mounts = dict(v.split(":", 1) for v in kafka["volumes"])
+    assert log_dir in mounts.values()  # Kafka writes its log where a volume is mounted
+    assert kafka["environment"]["KAFKA_PROCESS_ROLES"] == "broker,controller"  # KRaft
+    assert kafka["environment"]["CLUSTER_ID"]  # the same cluster on every start
+    worker_mounts = dict(v.split(":", 1) for v in services["worker"]["volumes"])
+    for name in (*mounts, *worker_mounts):
+        assert name in volumes  # named volumes: kept by `down`, removed by `down -v`
+    assert services["worker"]["restart"] in ("always", "unless-stopped", "on-failure")
+    assert services["topics"].get("restart", "no") == "no"  # a one-shot job
+
+
 # -- the manifests, as files --------------------------------------------------------------
 
 
