@@ -1,43 +1,35 @@
-"""The worker: a Faust app over the pure core (SPEC §1, §5).
+"""The worker: a Faust app over the pure core (SPEC §1, §5), declared on one page.
 
 One agent, ``assemble``, reads the two input topics and ``<id>-sessions``. An input record
 is decoded (or dead-lettered) and re-keyed by session id onto ``<id>-sessions``, so one
-worker owns everything of a session; a record already on its session's partition (its
-producer keyed it by session id with Kafka's partitioner) is applied where it is, which
-depends only on the two partitions and so keeps each input partition's order. A sessions
-record is applied to its session's state in the ``sessions`` table (changelog topic
-``<id>-sessions-changelog``).
+worker owns everything of a session; a record already on its session's partition is
+applied where it is (``worker.Routing``). A session's state lives in four tables:
+``sessions`` (heads), ``entries``, ``turn_bodies`` and ``decisions`` (the collapse), laid
+out so that a checkpoint writes what changed (``state/entries.py``).
 
 Each event the agent receives stands for a run of consecutive records of one partition
-(``Consumer.delivered`` gives them): Faust's per-event path (conductor, channel, stream and
-a turn of the event loop) then costs once per run, which made the worker 2.5 times faster.
-The agent works in batches (whatever has arrived, up to ``STREAM_APP_BATCH_MAX_RECORDS``):
-it applies every record, sends the batch's turn revisions, dead letters and re-keyed
-records and waits for the broker to have them, then writes each changed session once, and
-only then acknowledges the batch's events. Faust commits an offset only after a run of
-acknowledged events and after flushing its producer (changelog included), so a worker
-killed anywhere re-reads at most what it had not finished; the core recognises a record it
-has applied (its source offset is in the session's state) and a retry changes nothing.
-Faust's own holes in that bookkeeping are closed in ``checkpointing/consumer.py``.
+(``Consumer.delivered``): Faust's per-event path then costs once per run. Records are
+applied into batches (``worker.Worker``); a batch's turns, dead letters and re-keyed
+records are sent (``worker.Outbox``) and acknowledged, then the sessions it changed are
+written, and only then are its events acknowledged to Faust, which commits their offsets
+(``checkpointing/batches.py``; Faust's own holes in that bookkeeping are closed in
+``checkpointing/consumer.py``). A worker killed anywhere re-reads at most what it had not
+finished, and the core recognises a record it has applied.
 
 ``faust -A stream_app.app worker`` and ``stream-app worker`` both run this module's ``app``.
 """
 
 from __future__ import annotations
 
-import logging
-import time
-from collections.abc import Awaitable
 from typing import Any, cast
 
 import faust
-import orjson
 from faust.tables.manager import TableManager
 from mode.supervisors import CrashingSupervisor
 from prometheus_client import generate_latest
 
 from stream_app import heap, logs, metrics, reachability
-from stream_app.checkpointing.batches import Batch, Checkpoints
+from stream_app.checkpointing.batches import Checkpoints
 from stream_app.checkpointing.consumer import (
     RUN_RECORDS,
     Consumer,
@@ -46,8 +38,6 @@ from stream_app.checkpointing.consumer import (
     Transport,
 )
 from stream_app.config import Settings, load_settings
-from stream_app.core.dead_letter import original_key
-from stream_app.core.records import SourceRecord, TopicKind, dump_input, load_input
 from stream_app.models.topics import partition_for
 from stream_app.pipeline import Pipeline
 from stream_app.state.recovery import (
@@ -58,10 +48,10 @@ from stream_app.state.recovery import (
 )
 from stream_app.state.sessions import TableSessions, session_of
 from stream_app.state.tables import KeyPartitionedTable
-from stream_app.web_auth import requires_token
+from stream_app.web_auth import guard_faust_views, requires_token
+from stream_app.worker import SWEEP, Outbox, Routing, Worker
 
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4"  # aiohttp adds the charset itself
-SWEEP = b'{"sweep":true}'  # the leader's timer record on a sessions partition: expire it
 
 
 class App(faust.App):
@@ -111,143 +101,57 @@ def create_app(settings: Settings) -> faust.App:
         ConsumerScheduler=RunScheduler,
         agent_supervisor=CrashingSupervisor,  # an agent that fails stops the worker
     )
+    guard_faust_views(app, settings.web_token)
 
+    # -- topics ----------------------------------------------------------------------
     def topic(*names: str, **options: Any) -> faust.TopicT:
         return app.topic(*names, key_type=bytes, value_type=bytes, partitions=partitions, **options)
 
-    sessions_name = f"{settings.id}-sessions"
-    kinds: dict[str, TopicKind] = {
-        settings.topic_messages: "messages",
-        settings.topic_decisions: "decisions",
-    }
-    records = topic(*kinds, sessions_name, internal=True)  # declared if missing
-    sessions = topic(sessions_name, internal=True)
+    routing = Routing(
+        sessions_topic=f"{settings.id}-sessions",
+        kinds={settings.topic_messages: "messages", settings.topic_decisions: "decisions"},
+        partitions=partitions,
+    )
+    records = topic(*routing.kinds, routing.sessions_topic, internal=True)  # made if missing
+    sessions = topic(routing.sessions_topic, internal=True)
     turns = topic(settings.topic_turns, compacting=True)
     dead_letters = topic(settings.topic_dlq)
-    table = cast(KeyPartitionedTable, app.Table("sessions", partitions=partitions))
-    decisions = cast(
-        KeyPartitionedTable,
-        app.Table("decisions", partitions=partitions, session_of=session_of),
-    )
-    bodies = cast(
-        KeyPartitionedTable,
-        app.Table("turn_bodies", partitions=partitions, session_of=session_of),
-    )
-    entries = cast(
-        KeyPartitionedTable,
-        app.Table("entries", partitions=partitions, session_of=session_of),
-    )
-    store = TableSessions(table, decisions, bodies, entries, policy.max_state_record_bytes)
+
+    # -- tables (state/sessions.py, state/entries.py) --------------------------------
+    def table(name: str, **options: Any) -> KeyPartitionedTable:
+        return cast(KeyPartitionedTable, app.Table(name, partitions=partitions, **options))
+
+    heads = table("sessions")
+    entries = table("entries", session_of=session_of)
+    bodies = table("turn_bodies", session_of=session_of)
+    collapse = table("decisions", session_of=session_of)
+    store = TableSessions(heads, collapse, bodies, entries, policy.max_state_record_bytes)
     pipeline = Pipeline(policy, store)
+    worker = Worker(pipeline, store, routing, settings.on_processing_error)
 
-    owned: set[int] = set()  # sessions partitions of this worker (this generation)
-    copartitioned: dict[str, bool] = {}  # input topic -> as many partitions as the state
-    last_read: dict[Any, int] = {}  # input partition -> offset, for the lag gauge
-    records_read = {name: metrics.RECORDS.labels(topic=name) for name in kinds}
-
-    def apply_record(msg: faust.types.Message, batch: Batch) -> None:
-        """One record into the core; what it emits waits in its batch."""
-        if msg.topic == sessions_name:
-            if msg.value is None:
-                return  # nothing this app writes
-            if msg.value == SWEEP:
-                p = msg.partition
-                due = store.due_in(p, policy, pipeline.clock())
-                batch.emitted.append((pipeline.sweep(due), None))
-            else:
-                batch.emitted.append((pipeline.apply(load_input(msg.value)), msg.timestamp))
-            return
-        records_read[msg.topic].inc()
-        last_read[msg.tp] = msg.offset
-        kind = kinds[msg.topic]
-        record = SourceRecord(kind, msg.topic, msg.partition, msg.offset, msg.key, msg.value)
-        item, out = pipeline.decode(record)
-        if item is None:
-            batch.emitted.append((out, None))
-            return
-        metrics.count(out.counts)
-        key = item.session_id.encode()
-        partition = partition_for(key, partitions)
-        if partition == msg.partition and partition in owned and copartitioned.get(msg.topic):
-            batch.emitted.append((pipeline.apply(item), msg.timestamp))
-        else:
-            # The record's own timestamp travels on, for the turn latency histogram.
-            batch.forward.append((key, dump_input(item), partition, msg.timestamp))
-
-    def _partition(session_id: str) -> int:
-        return partition_for(session_id.encode(), partitions)
-
-    async def send(batch: Batch) -> list[Awaitable[Any]]:
-        """Hands a batch's emissions and re-keyed records to the producer, in order."""
-        producer = app.producer
-        acks: list[Awaitable[Any]] = []
-        for out, _ in batch.emitted:
-            for revision in out.turns:
-                acks.append(
-                    await producer.send(
-                        settings.topic_turns,
-                        revision.key_bytes,
-                        revision.value,
-                        _partition(revision.session_id),
-                        None,
-                        revision.headers,
-                    )
-                )
-            for letter in out.dead_letters:
-                acks.append(
-                    await producer.send(
-                        settings.topic_dlq,
-                        original_key(letter),
-                        orjson.dumps(letter),
-                        None,
-                        None,
-                        None,
-                    )
-                )
-        for key, value, partition, timestamp in batch.forward:
-            acks.append(await producer.send(sessions_name, key, value, partition, timestamp, None))
-        return acks
-
-    def observe(batch: Batch) -> None:
-        now = time.time()
-        for out, started in batch.emitted:
-            metrics.count(out.counts)
-            if started is not None:
-                for revision in out.turns:
-                    if revision.first:
-                        metrics.TURN_LATENCY.observe(max(0.0, now - started))
-            for letter in out.dead_letters:
-                logs.event(
-                    "dead_letter",
-                    logging.WARNING,
-                    reason=letter["reason"],
-                    source_topic=letter["source_topic"],
-                    partition=letter["partition"],
-                    offset=letter["offset"],
-                    error=letter["error"],
-                )
-
-    checkpoints: Checkpoints | None = None
-
+    # -- the agent -------------------------------------------------------------------
     @app.agent(records)
     async def assemble(stream: faust.StreamT[bytes]) -> None:
-        nonlocal checkpoints
+        """Applies runs of records into batches, which ``Checkpoints`` sends, writes and
+        acknowledges in the background (``checkpointing/batches.py``)."""
         consumer = cast(Consumer, app.consumer)
+        outbox = Outbox(app.producer, settings.topic_turns, settings.topic_dlq, routing)
         checkpoints = Checkpoints(
             store,
-            [table, decisions, bodies, entries],
+            [heads, entries, bodies, collapse],
             consumer,
-            send,
-            observe,
+            outbox.send,
+            outbox.observe,
             app.crash,
             interval=settings.commit_interval_ms / 1000,
         )
         consumer.settle = checkpoints.checkpoint
         async for event in stream.noack().events():  # type: ignore[attr-defined]
             for message in consumer.delivered(event.message):  # a run of one partition
-                apply_record(message, checkpoints.add(message))
+                worker.apply(message, checkpoints.add(message))
             await checkpoints.added(full=settings.batch_max_records)
 
+    # -- timers ----------------------------------------------------------------------
     @app.timer(settings.sweep_interval_seconds, on_leader=True)  # type: ignore[untyped-decorator]
     async def request_sweeps() -> None:
         """Expiry is checked on every record of a session; this catches the idle ones."""
@@ -262,16 +166,17 @@ def create_app(settings: Settings) -> faust.App:
             partition_for.cache_clear()
         heap.give_back()
 
-    @app.page("/health")
-    async def health(web: Any, request: Any) -> Any:
-        """Live while the event loop answers."""
-        return web.json({"status": "live"})
-
     watch = reachability.Watch(settings.bootstrap_servers(), settings.kafka_options())
 
     @app.timer(reachability.WATCH_INTERVAL)  # type: ignore[untyped-decorator]
     async def watch_broker() -> None:
         await watch.check()
+
+    # -- pages -----------------------------------------------------------------------
+    @app.page("/health")
+    async def health(web: Any, request: Any) -> Any:
+        """Live while the event loop answers."""
+        return web.json({"status": "live"})
 
     @app.page("/ready")
     async def ready(web: Any, request: Any) -> Any:
@@ -287,19 +192,14 @@ def create_app(settings: Settings) -> faust.App:
     @app.page("/metrics")
     async def metrics_page(web: Any, request: Any) -> Any:
         metrics.SESSIONS.set(len(store))
-        assigned = app.consumer.assignment()
-        for tp in [tp for tp in last_read if tp not in assigned]:
-            del last_read[tp]  # moved to another worker, which reports its lag now
         metrics.LAG.clear()
-        for tp in assigned:
-            if tp in last_read and (highwater := app.consumer.highwater(tp)) is not None:
-                lag = max(0, highwater - last_read[tp] - 1)
-                metrics.LAG.labels(topic=tp.topic, partition=str(tp.partition)).set(lag)
+        for tp, lag in routing.lag(app.consumer.assignment(), app.consumer.highwater).items():
+            metrics.LAG.labels(topic=tp.topic, partition=str(tp.partition)).set(lag)
         return web.bytes(generate_latest(metrics.REGISTRY), content_type=METRICS_CONTENT_TYPE)
 
     @app.page("/sessions/{session_id}")
     @requires_token(settings.web_token)  # before the routing: a forwarded request keeps it
-    @app.table_route(table=table, match_info="session_id")
+    @app.table_route(table=heads, match_info="session_id")
     async def session_state(web: Any, request: Any, session_id: str) -> Any:
         """One session's state, answered by the worker that owns it."""
         state = store.peek(session_id)
@@ -307,24 +207,22 @@ def create_app(settings: Settings) -> faust.App:
             return web.json({"error": f"no state for session {session_id!r}"}, status=404)
         return web.bytes(state.to_json(), content_type="application/json")
 
+    # -- signals and start-up --------------------------------------------------------
     # Faust's signal stubs do not describe receivers that take the signal's arguments.
     @app.on_partitions_assigned.connect  # type: ignore[arg-type]
     async def on_assigned(app: faust.App, assigned: set[Any], **kwargs: Any) -> None:
-        owned.clear()
-        owned.update(tp.partition for tp in assigned if tp.topic == sessions_name)
+        routing.assigned(assigned)
         store.forget_all()  # partitions may have moved and back: the tables rule
-        if not copartitioned:
-            # Asked once: which path a record takes must never change for a topic. A record
-            # forwarded and not yet applied would come after later records of its partition
-            # applied in place, and the core would take it for one it had applied.
+        if not routing.copartitioned:
+            # Asked once: which path a record takes must never change for a topic.
             counts = await partition_counts(
-                bootstrap_servers(app), list(kinds), **client_options(app)
+                bootstrap_servers(app), list(routing.kinds), **client_options(app)
             )
-            copartitioned.update({name: n == partitions for name, n in counts.items()})
+            routing.copartitioned.update({name: n == partitions for name, n in counts.items()})
         logs.event(
             "partitions_assigned",
-            partitions=sorted(f"{sessions_name}:{p}" for p in owned),
-            applied_in_place=sorted(name for name, same in copartitioned.items() if same),
+            partitions=sorted(f"{routing.sessions_topic}:{p}" for p in routing.owned),
+            applied_in_place=sorted(n for n, same in routing.copartitioned.items() if same),
         )
 
     @app.on_rebalance_complete.connect  # type: ignore[arg-type]
@@ -333,16 +231,10 @@ def create_app(settings: Settings) -> faust.App:
 
     @app.task  # type: ignore[untyped-decorator]
     async def on_startup() -> None:
-        # Faust's terminal spinner handler listens at DEBUG, which keeps the root logger at
-        # DEBUG: every library debug call then builds a record (~8 % of a busy worker's
-        # CPU, measured with py-spy). A service has no spinner to turn.
-        root = logging.getLogger()
-        root.handlers[:] = [h for h in root.handlers if type(h).__name__ != "SpinnerHandler"]
-        levels = [h.level for h in root.handlers if h.level]
-        root.setLevel(min(levels) if levels else logging.INFO)
+        logs.quiet_root_logger()
         for t in (turns, dead_letters):
             await t.maybe_declare()
-        metrics.declare(list(kinds))
+        metrics.declare(list(routing.kinds))
         logs.event(
             "startup",
             app_id=settings.id,
@@ -350,7 +242,7 @@ def create_app(settings: Settings) -> faust.App:
             org_id=policy.org_id,
             partitions=partitions,
             store=settings.store,
-            topics=[*kinds, settings.topic_turns, settings.topic_dlq],
+            topics=[*routing.kinds, settings.topic_turns, settings.topic_dlq],
         )
 
     return app

@@ -8,6 +8,7 @@ consumer, producer and topic creation.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 import re
@@ -106,6 +107,16 @@ class Settings(BaseSettings):
     session_ttl_seconds: float = Field(24 * 3600.0, gt=0)
     late_decision_window_seconds: float = Field(6 * 3600.0, gt=0)
     max_record_bytes: int = Field(1024 * 1024, ge=1)
+    # Per-session limits (SPEC §6, core/policy.py has what each means).
+    max_key_bytes: int = Field(4096, ge=1)
+    max_pending_messages: int = Field(1000, ge=1)
+    max_pending_bytes: int = Field(8 * 1024 * 1024, ge=1)
+    max_waiting_decisions: int = Field(1000, ge=1)
+    max_turn_decisions: int = Field(256, ge=1)
+    max_open_turns: int = Field(1000, ge=1)
+    max_open_turn_bytes: int = Field(64 * 1024 * 1024, ge=1)
+    max_remembered_identities: int = Field(10_000, ge=1)
+    max_turn_bytes: int = Field(1024 * 1024, ge=1)
     web_port: int = Field(6066, ge=1, le=65535)
     web_host: str = Field(default_factory=socket.gethostname, min_length=1)
     session_timeout_seconds: float = Field(10.0, gt=0)
@@ -121,6 +132,11 @@ class Settings(BaseSettings):
     data_dir: Path = Path("./data")
     standby_replicas: int = Field(1, ge=0)
     compression: Literal["none", "gzip", "lz4", "zstd", "snappy"] = "zstd"
+    # Basic redaction of messages' text, tool arguments and tool results too (the contract
+    # redacts a decision's raw only, so chat content is kept verbatim by default).
+    redact_content: bool = False
+    # A record whose processing raises: a `processing_error` dead letter (and on), or stop.
+    on_processing_error: Literal["dead_letter", "stop"] = "dead_letter"
     # Where the web server listens. Every address by default: workers forward /sessions/{id}
     # to each other at STREAM_APP_WEB_HOST, and probes and scrapers come from outside the pod;
     # STREAM_APP_WEB_TOKEN protects the one view that serves chat content.
@@ -212,12 +228,8 @@ class Settings(BaseSettings):
         return self
 
     def policy(self) -> Policy:
-        return Policy(
-            org_id=self.org_id,
-            max_record_bytes=self.max_record_bytes,
-            session_ttl_seconds=self.session_ttl_seconds,
-            late_decision_window_seconds=self.late_decision_window_seconds,
-        )
+        """The core's knobs: every field of ``Policy`` is the setting of the same name."""
+        return Policy(**{f.name: getattr(self, f.name) for f in dataclasses.fields(Policy)})
 
     def bootstrap_servers(self) -> str:
         """The broker URL as Kafka clients take it: ``host:port,host:port``."""

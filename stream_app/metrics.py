@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from collections import Counter as Counts
+from collections.abc import Callable
+from functools import partial
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from stream_app.core.counts import Count
 from stream_app.models.dead_letter import Reason
 
 REGISTRY = CollectorRegistry()
@@ -61,6 +65,21 @@ STATE_UNREADABLE = Counter(
     "absent and deleted.",
     registry=REGISTRY,
 )
+SESSIONS_EXPIRED = Counter(
+    "stream_app_sessions_expired",
+    "Sessions dropped from state after their idle time.",
+    registry=REGISTRY,
+)
+PENDING_EXPIRED = Counter(
+    "stream_app_pending_messages_expired",
+    "Messages still pending when their session expired (no turn completed them).",
+    registry=REGISTRY,
+)
+TURNS_CLOSED = Counter(
+    "stream_app_turns_closed",
+    "Turns dropped from state at the end of their late-decision window.",
+    registry=REGISTRY,
+)
 SESSIONS = Gauge("stream_app_sessions", "Sessions held in this worker's state.", registry=REGISTRY)
 LAG = Gauge(
     "stream_app_consumer_lag",
@@ -76,29 +95,40 @@ TURN_LATENCY = Histogram(
 )
 
 
-def count(counts: Counts[str]) -> None:
+def _series() -> dict[Count, Callable[[], Any] | None]:
+    """Each count's series: the one place a count becomes a metric (None: replay's only).
+    A labelled series is made at its first count (``declare`` makes those alerts need)."""
+    series: dict[Count, Callable[[], Any] | None] = {
+        Count.TURNS_EMITTED: lambda: TURNS,
+        Count.TURN_REVISIONS: lambda: REVISIONS,
+        Count.DUPLICATE_MESSAGE: partial(DUPLICATES.labels, kind="message"),
+        Count.DUPLICATE_DECISION: partial(DUPLICATES.labels, kind="decision"),
+        Count.REPROCESSED: lambda: REPROCESSED,
+        Count.PARTS_SKIPPED: lambda: PARTS_SKIPPED,
+        Count.MALFORMED_TOOL_ARGUMENTS: lambda: MALFORMED_ARGUMENTS,
+        Count.SESSIONS_EXPIRED: lambda: SESSIONS_EXPIRED,
+        Count.PENDING_MESSAGES_EXPIRED: lambda: PENDING_EXPIRED,
+        Count.TURNS_CLOSED: lambda: TURNS_CLOSED,
+        Count.TURNS_CLOSED_EARLY: partial(STATE_EVICTIONS.labels, kind="open_turn"),
+        Count.IDENTITIES_FORGOTTEN: partial(STATE_EVICTIONS.labels, kind="identity"),
+        Count.RECORDS_MESSAGES: None,  # the worker counts records read by topic
+        Count.RECORDS_DECISIONS: None,
+        Count.SESSIONS_IN_STATE: None,  # the worker's is a gauge
+    }
+    for count in Count:
+        if (reason := count.reason) is not None:
+            series[count] = partial(DEAD_LETTERS.labels, reason=reason.value)
+    return series
+
+
+SERIES = _series()
+
+
+def count(counts: Counts[Count]) -> None:
     """Moves the counters by what one step of the core counted."""
     for name, n in counts.items():
-        if not n:
-            continue
-        if name == "turns_emitted":
-            TURNS.inc(n)
-        elif name == "turn_revisions":
-            REVISIONS.inc(n)
-        elif name.startswith("duplicate:"):
-            DUPLICATES.labels(kind=name.removeprefix("duplicate:")).inc(n)
-        elif name.startswith("dead_letter:"):
-            DEAD_LETTERS.labels(reason=name.removeprefix("dead_letter:")).inc(n)
-        elif name == "parts_skipped":
-            PARTS_SKIPPED.inc(n)
-        elif name == "malformed_tool_arguments":
-            MALFORMED_ARGUMENTS.inc(n)
-        elif name == "reprocessed":
-            REPROCESSED.inc(n)
-        elif name == "turns_closed_early":
-            STATE_EVICTIONS.labels(kind="open_turn").inc(n)
-        elif name == "identities_forgotten":
-            STATE_EVICTIONS.labels(kind="identity").inc(n)
+        if n and (series := SERIES[name]) is not None:
+            series().inc(n)
 
 
 def declare(input_topics: list[str]) -> None:
@@ -107,7 +137,5 @@ def declare(input_topics: list[str]) -> None:
     there before it."""
     for reason in Reason:
         DEAD_LETTERS.labels(reason=reason.value)
-    for kind in ("open_turn", "identity"):
-        STATE_EVICTIONS.labels(kind=kind)
     for topic in input_topics:
         RECORDS.labels(topic=topic)

@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from stream_app.core.assembler import apply
+from stream_app.core.counts import Count
 from stream_app.core.expiry import expire
 from stream_app.core.intake import decode
 from stream_app.core.policy import Policy
@@ -60,6 +61,6 @@ class Pipeline:
             if kept is None:
                 self.store.delete(session_id)
                 self.store.collapse.forget(session_id)
-            elif expired.counts["turns_closed"]:
+            elif expired.counts[Count.TURNS_CLOSED]:
                 self.store.put(kept)
         return out

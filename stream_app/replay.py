@@ -14,6 +14,7 @@ from typing import IO, Any
 import orjson
 
 from stream_app.config import Settings
+from stream_app.core.counts import Count
 from stream_app.core.dead_letter import rejected
 from stream_app.core.records import Origin, Outputs, SourceRecord
 from stream_app.models.dead_letter import Reason
@@ -94,7 +95,7 @@ def records(lines: Iterable[bytes], settings: Settings, pipeline: Pipeline) -> I
             yield rejected(Origin.of(bad), reason, record, pipeline.clock())
             continue
         out = pipeline.process(record)
-        out.counts["records:" + record.kind] += 1
+        out.counts[Count(f"records:{record.kind}")] += 1
         yield out
 
 

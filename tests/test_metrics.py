@@ -108,3 +108,14 @@ def test_a_session_is_answered_by_its_owner_whichever_worker_is_asked(
         assert answers[0]["session_id"] == "sess-7f3a" and len(answers[0]["turns"]) == 4
     finally:
         p.close()
+
+
+def test_every_count_of_the_core_has_its_series_or_is_replays_alone() -> None:
+    # One vocabulary (core/counts.py): a count the core adds without a series would move
+    # nothing an operator can see.
+    from stream_app import metrics
+    from stream_app.core.counts import Count
+
+    assert set(metrics.SERIES) == set(Count)
+    replay_only = {c for c, series in metrics.SERIES.items() if series is None}
+    assert replay_only == {Count.RECORDS_MESSAGES, Count.RECORDS_DECISIONS, Count.SESSIONS_IN_STATE}

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from stream_app.core.collapse import Collapse, first_copy
 from stream_app.core.completion import render_completion
+from stream_app.core.counts import Count
 from stream_app.core.dead_letter import dead_letter, turn_too_large
 from stream_app.core.expiry import due, expire
 from stream_app.core.policy import Policy
@@ -56,7 +57,7 @@ def apply(
     position = f"{topic}:{partition}"
     if offset <= state.applied.get(position, -1):
         out.outcome = "duplicate"
-        out.counts["reprocessed"] += 1
+        out.counts[Count.REPROCESSED] += 1
         return state, out
     state.applied[position] = offset
     if isinstance(item, SessionMessage):
@@ -72,7 +73,7 @@ def _session_limit(
     out.outcome = "dead_lettered"
     error = f"session {state.session_id!r}: {problem}"
     out.dead_letters.append(dead_letter(origin, Reason.SESSION_LIMIT, error, now))
-    out.counts[f"dead_letter:{Reason.SESSION_LIMIT.value}"] += 1
+    out.counts[Count.dead_letter(Reason.SESSION_LIMIT)] += 1
 
 
 def _add_message(
@@ -84,7 +85,7 @@ def _add_message(
         call_id is not None and ("call:" + call_id in seen or call_id in state.turns)
     ):
         out.outcome = "duplicate"
-        out.counts["duplicate:message"] += 1
+        out.counts[Count.DUPLICATE_MESSAGE] += 1
         return
     if call_id is None and (problem := _pending_limit(state, item, policy)) is not None:
         _session_limit(state, item.origin, problem, now, out)
@@ -140,7 +141,7 @@ def _complete_turn(
     forgot = sum(state.remember(p.identity, limit) for p in pending if p.identity is not None)
     forgot += state.remember("call:" + call_id, limit)
     if forgot:
-        out.counts["identities_forgotten"] += forgot
+        out.counts[Count.IDENTITIES_FORGOTTEN] += forgot
 
     # An id this turn shares with an earlier turn no longer names one turn: decisions
     # joined through it were joined on a guess, so they leave that turn for the DLQ.
@@ -174,7 +175,7 @@ def _complete_turn(
         _close_oldest_for(state, turn, policy, out)
         state.add_turn(turn)
         out.turns.append(revision)
-        out.counts["turns_emitted"] += 1
+        out.counts[Count.TURNS_EMITTED] += 1
     for other in revised.values():
         _revise(state, other, policy, final.origin, now, out)
 
@@ -190,7 +191,7 @@ def _close_oldest_for(state: SessionState, turn: EmittedTurn, policy: Policy, ou
         state.drop_turn(next(iter(state.turns)))
         closed += 1
     if closed:
-        out.counts["turns_closed_early"] += closed
+        out.counts[Count.TURNS_CLOSED_EARLY] += closed
 
 
 def _add_decision(
@@ -209,7 +210,7 @@ def _add_decision(
     keys = [item.natural_key, sibling] if sibling is not None and pathless else [item.natural_key]
     if any((first := collapse.first(session_id, k)) is not None and first != this for k in keys):
         out.outcome = "duplicate"
-        out.counts["duplicate:decision"] += 1
+        out.counts[Count.DUPLICATE_DECISION] += 1
         return
 
     call_id = item.decision["call_id"]
@@ -239,7 +240,7 @@ def _add_decision(
                 now,
             )
         )
-        out.counts[f"dead_letter:{Reason.UNATTRIBUTABLE_DECISION.value}"] += 1
+        out.counts[Count.dead_letter(Reason.UNATTRIBUTABLE_DECISION)] += 1
         return
 
     decision = dict(item.decision)
@@ -281,7 +282,7 @@ def _revision(
     problem = f"over the {policy.max_turn_bytes}-byte limit of a turn"
     source = (cause.source_topic, cause.partition, cause.offset)
     out.dead_letters.append(turn_too_large(revision, source, problem, now))
-    out.counts[f"dead_letter:{Reason.TURN_TOO_LARGE.value}"] += 1
+    out.counts[Count.dead_letter(Reason.TURN_TOO_LARGE)] += 1
     return None
 
 
@@ -300,7 +301,7 @@ def _revise(
         return
     turn.revision = revision.revision
     out.turns.append(revision)
-    out.counts["turn_revisions"] += 1
+    out.counts[Count.TURN_REVISIONS] += 1
 
 
 def _full(turn: EmittedTurn, policy: Policy) -> str:
@@ -320,4 +321,4 @@ def _ambiguous(
         f"{state.session_id!r} ({names})"
     )
     out.dead_letters.append(dead_letter(d.origin, Reason.AMBIGUOUS_DECISION, error, now))
-    out.counts[f"dead_letter:{Reason.AMBIGUOUS_DECISION.value}"] += 1
+    out.counts[Count.dead_letter(Reason.AMBIGUOUS_DECISION)] += 1

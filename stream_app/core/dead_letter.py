@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from stream_app.core.counts import Count
 from stream_app.core.records import Origin, Outputs, Source, TurnRevision
 from stream_app.models.dead_letter import Reason
 from stream_app.models.timestamps import format_utc
@@ -109,7 +110,7 @@ def rejected(origin: Origin, reason: Reason, error: str, now: float) -> Outputs:
     """The outputs of a record that ends as a dead letter."""
     out = Outputs(outcome="dead_lettered")
     out.dead_letters.append(dead_letter(origin, reason, error, now))
-    out.counts[f"dead_letter:{reason.value}"] += 1
+    out.counts[Count.dead_letter(reason)] += 1
     return out
 
 

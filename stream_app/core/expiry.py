@@ -5,6 +5,7 @@ A decision still waiting when its session goes is dead-lettered, so nothing vani
 
 from __future__ import annotations
 
+from stream_app.core.counts import Count
 from stream_app.core.dead_letter import dead_letter
 from stream_app.core.policy import Policy
 from stream_app.core.records import Outputs
@@ -46,9 +47,9 @@ def expire(state: SessionState, policy: Policy, now: float) -> tuple[SessionStat
             out.dead_letters.append(
                 dead_letter(waiting.origin, Reason.ORPHANED_DECISION, error, now)
             )
-            out.counts[f"dead_letter:{Reason.ORPHANED_DECISION.value}"] += 1
-        out.counts["pending_messages_expired"] += len(state.pending_messages)
-        out.counts["sessions_expired"] += 1
+            out.counts[Count.dead_letter(Reason.ORPHANED_DECISION)] += 1
+        out.counts[Count.PENDING_MESSAGES_EXPIRED] += len(state.pending_messages)
+        out.counts[Count.SESSIONS_EXPIRED] += 1
         return None, out
     horizon = now - policy.late_decision_window_seconds
     stale = []
@@ -59,5 +60,5 @@ def expire(state: SessionState, policy: Policy, now: float) -> tuple[SessionStat
     for key in stale:
         state.drop_turn(key)
     if stale:
-        out.counts["turns_closed"] += len(stale)
+        out.counts[Count.TURNS_CLOSED] += len(stale)
     return state, out

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from stream_app.core import jsonbytes
 from stream_app.core.collapse import codex_sibling, natural_key
+from stream_app.core.counts import Count
 from stream_app.core.dead_letter import rejected
 from stream_app.core.limits import (
     LimitExceeded,
@@ -82,7 +83,7 @@ def _bind_tenant(org_id: str | None, field: str, policy: Policy) -> None:
 
 
 def _message(
-    doc: Any, record: SourceRecord, counts: Counter[str], policy: Policy
+    doc: Any, record: SourceRecord, counts: Counter[Count], policy: Policy
 ) -> SessionMessage:
     event = LLMMessagePublishedEvent.model_validate(doc)
     _check_event(event)

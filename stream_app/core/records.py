@@ -14,6 +14,7 @@ from typing import Any, Literal
 import orjson
 
 from stream_app.core import jsonbytes
+from stream_app.core.counts import Count
 from stream_app.models.timestamps import format_utc
 
 TopicKind = Literal["messages", "decisions"]
@@ -164,7 +165,7 @@ class Outputs:
 
     turns: list[TurnRevision] = field(default_factory=list)
     dead_letters: list[dict[str, Any]] = field(default_factory=list)
-    counts: Counter[str] = field(default_factory=Counter)
+    counts: Counter[Count] = field(default_factory=Counter)
     outcome: Outcome | None = None  # of the record this step consumed, if it consumed one
 
     def extend(self, other: Outputs) -> None:

@@ -337,7 +337,7 @@ class SessionState:
                     for p in self.pending_messages.values()
                 ],
                 "turns": [
-                    [t.entry, t.body, t.meta(), [[d.entry, d.json()] for d in t.decisions]]
+                    [t.body, t.meta(), [[d.entry, d.json()] for d in t.decisions], t.entry]
                     for t in self.turns.values()
                 ],
                 "waiting": [[d.entry, d.json()] for d in self.waiting_decisions.values()],
@@ -352,7 +352,7 @@ class SessionState:
     def from_json(cls, data: bytes) -> SessionState:
         doc = orjson.loads(data)
         turns = {}
-        for entry, body, meta, decisions in doc["turns"]:
+        for body, meta, decisions, entry in doc["turns"]:
             turn = load_turn(body, meta, entry, [StoredDecision.load(d, n) for n, d in decisions])
             turns[turn.call_id] = turn
         return cls(

@@ -8,11 +8,12 @@ from typing import Any
 
 import orjson
 
+from stream_app.core.counts import Count
 from stream_app.core.limits import check_depth, too_deep
 from stream_app.models.message import Message, ToolCall
 
 
-def _arguments(call: ToolCall, field: str, counts: Counter[str]) -> dict[str, Any]:
+def _arguments(call: ToolCall, field: str, counts: Counter[Count]) -> dict[str, Any]:
     args = call.arguments
     if args is None or isinstance(args, dict):
         return args or {}  # an object came with the record, whose depth is checked
@@ -25,11 +26,11 @@ def _arguments(call: ToolCall, field: str, counts: Counter[str]) -> dict[str, An
     check_depth(parsed, args, field)
     if isinstance(parsed, dict):
         return parsed
-    counts["malformed_tool_arguments"] += 1
+    counts[Count.MALFORMED_TOOL_ARGUMENTS] += 1
     return {}
 
 
-def inference_message(message: Message, counts: Counter[str]) -> dict[str, Any]:
+def inference_message(message: Message, counts: Counter[Count]) -> dict[str, Any]:
     """The contract form; content parts in order, then tool calls in order."""
     parts: list[dict[str, Any]] = []
     for part in message.content or ():
@@ -43,7 +44,7 @@ def inference_message(message: Message, counts: Counter[str]) -> dict[str, Any]:
                 {"type": "tool_call_response", "id": result.toolCallId, "result": result.result}
             )
         else:
-            counts["parts_skipped"] += 1
+            counts[Count.PARTS_SKIPPED] += 1
     for i, call in enumerate(message.toolCalls or ()):
         parts.append(
             {

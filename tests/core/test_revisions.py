@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from collections import Counter
 
-import orjson
-
 from stream_app.core.records import TurnRevision
 from stream_app.core.revisions import Latest, RevisionHeaders, TurnRecord, read_headers
 from stream_app.core.session import SessionState
@@ -74,18 +72,17 @@ def test_the_revision_number_survives_the_state_json_as_a_restarted_worker_reads
         assert revision.revision == 3
 
 
-def test_state_written_before_revisions_were_numbered_counts_on_from_1() -> None:
-    run = Run()
-    run.msg(assistant(message_id="a1", tool_calls=[tool_call("c1")]))
-    state = run.pipeline.store.get("s1")
-    assert state is not None
-    doc = orjson.loads(state.to_json())
-    doc["turns"] = [entry[:4] for entry in doc["turns"]]  # the old four-element form
-    old = SessionState.from_json(orjson.dumps(doc))
-    assert old.turns["a1"].revision == 1
-    run.pipeline.store.put(old)
-    (revision,) = run.dec(decision(call_id="c1")).turns
-    assert revision.revision == 2
+def test_state_of_the_one_record_layout_is_read_as_absent_not_a_crash() -> None:
+    # Before issue 19 a session was one record holding its turns (revisions and all); the
+    # entries layout does not read it: such a head is logged and let go (state/sessions.py).
+    from stream_app.state.sessions import TableSessions
+    from tests.state.test_sessions import fresh_tables
+
+    tables = fresh_tables()
+    old = b'{"session_id":"s1","last_seen":0.0,"pending":[],"turns":[[{"x":1},[],0.0,[]]]}'
+    tables[0].data[b"s1"] = old
+    store = TableSessions(*tables, max_record_bytes=1 << 20)
+    assert store.get("s1") is None
 
 
 def test_a_clock_that_steps_back_never_lets_a_newer_turn_close_later_than_its_final_after() -> None:

@@ -1,0 +1,50 @@
+"""What the core counts: one vocabulary for the worker's metrics and replay's summary.
+
+Each name is a ``str`` (a ``StrEnum``), so a count reads the same by member or by its text
+(``out.counts[Count.TURNS_EMITTED] == out.counts["turns_emitted"]``); ``metrics.py`` maps
+each member to its series once.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from stream_app.models.dead_letter import Reason
+
+
+class Count(StrEnum):
+    TURNS_EMITTED = "turns_emitted"
+    TURN_REVISIONS = "turn_revisions"
+    DUPLICATE_MESSAGE = "duplicate:message"
+    DUPLICATE_DECISION = "duplicate:decision"
+    REPROCESSED = "reprocessed"  # read again after a restart, already applied
+    PARTS_SKIPPED = "parts_skipped"  # content parts of a kind the contract has not
+    MALFORMED_TOOL_ARGUMENTS = "malformed_tool_arguments"  # emitted as {}
+    SESSIONS_EXPIRED = "sessions_expired"
+    PENDING_MESSAGES_EXPIRED = "pending_messages_expired"  # with their idle session
+    TURNS_CLOSED = "turns_closed"  # past the late-decision window
+    TURNS_CLOSED_EARLY = "turns_closed_early"  # past the open-turn limits
+    IDENTITIES_FORGOTTEN = "identities_forgotten"  # past the remembered-identity limit
+    RECORDS_MESSAGES = "records:messages"  # replay's records read, by kind
+    RECORDS_DECISIONS = "records:decisions"
+    SESSIONS_IN_STATE = "sessions_in_state"  # replay's, at its end
+    DEAD_LETTER_INVALID_JSON = "dead_letter:invalid_json"
+    DEAD_LETTER_SCHEMA = "dead_letter:schema"
+    DEAD_LETTER_TENANT_MISMATCH = "dead_letter:tenant_mismatch"
+    DEAD_LETTER_TOO_LARGE = "dead_letter:too_large"
+    DEAD_LETTER_UNATTRIBUTABLE_DECISION = "dead_letter:unattributable_decision"
+    DEAD_LETTER_AMBIGUOUS_DECISION = "dead_letter:ambiguous_decision"
+    DEAD_LETTER_ORPHANED_DECISION = "dead_letter:orphaned_decision"
+    DEAD_LETTER_TURN_TOO_LARGE = "dead_letter:turn_too_large"
+    DEAD_LETTER_SESSION_LIMIT = "dead_letter:session_limit"
+    DEAD_LETTER_PROCESSING_ERROR = "dead_letter:processing_error"
+
+    @staticmethod
+    def dead_letter(reason: Reason) -> Count:
+        return Count(f"dead_letter:{reason.value}")
+
+    @property
+    def reason(self) -> Reason | None:
+        """The dead-letter reason this count is of, if it is one."""
+        head, _, tail = self.value.partition(":")
+        return Reason(tail) if head == "dead_letter" else None

@@ -1,0 +1,263 @@
+"""The work behind ``app.py``'s agent: records into the core, what it emits out to Kafka.
+
+One record's walk, in one direction: ``Worker.apply`` decodes it (``Pipeline.decode``) and
+either applies it to its session in place or forwards it, re-keyed by session, to
+``<id>-sessions``; what the core emits waits in the record's batch
+(``checkpointing/batches.py``), which ``Outbox.send`` hands to the producer and
+``Outbox.observe`` counts and logs once the broker has it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple
+
+import orjson
+from faust.types import TP, Message, ProducerT
+
+from stream_app import logs, metrics
+from stream_app.checkpointing.batches import Batch
+from stream_app.core.dead_letter import original_key, rejected
+from stream_app.core.records import (
+    Origin,
+    Outputs,
+    SessionInput,
+    SourceRecord,
+    TopicKind,
+    dump_input,
+    load_input,
+)
+from stream_app.models.dead_letter import Reason
+from stream_app.models.topics import partition_for
+from stream_app.pipeline import Pipeline
+from stream_app.state.sessions import TableSessions
+
+SWEEP = b'{"sweep":true}'  # the leader's timer record on a sessions partition: expire it
+
+
+class Forward(NamedTuple):
+    """A decoded input on its way to its session's partition of ``<id>-sessions``."""
+
+    key: bytes
+    value: bytes
+    partition: int
+    timestamp: float  # the input record's, for the turn latency histogram
+
+
+class Emitted(NamedTuple):
+    """What applying one record emitted, and when its input was produced (None: a sweep
+    or a dead letter, which no latency measures)."""
+
+    outputs: Outputs
+    started: float | None
+
+
+@dataclass
+class Routing:
+    """Where a decoded input is applied: in place when its session's partition of
+    ``<id>-sessions`` is the one it was read from and this worker owns it, else forwarded.
+
+    The in-place path depends only on the two partitions, so it keeps each input
+    partition's order; it is decided once per input topic (``copartitioned``), since a
+    record forwarded and not yet applied would otherwise come after later records of its
+    partition applied in place, and the core would take it for one it had applied."""
+
+    sessions_topic: str
+    kinds: dict[str, TopicKind]  # input topic -> the kind of record it carries
+    partitions: int
+    owned: set[int] = field(default_factory=set)  # this generation's sessions partitions
+    copartitioned: dict[str, bool] = field(default_factory=dict)
+    last_read: dict[TP, int] = field(default_factory=dict)  # for the lag gauge
+
+    def assigned(self, partitions: Iterable[TP]) -> None:
+        self.owned = {tp.partition for tp in partitions if tp.topic == self.sessions_topic}
+
+    def in_place(self, topic: str, read_from: int, partition: int) -> bool:
+        return (
+            partition == read_from
+            and partition in self.owned
+            and self.copartitioned.get(topic, False)
+        )
+
+    def lag(self, assigned: set[TP], highwater: Any) -> dict[TP, int]:
+        """Records not yet read per assigned input partition (``highwater(tp)``: the
+        consumer's high watermark); a partition moved away is forgotten here."""
+        for tp in [tp for tp in self.last_read if tp not in assigned]:
+            del self.last_read[tp]
+        return {
+            tp: max(0, end - self.last_read[tp] - 1)
+            for tp in assigned
+            if tp in self.last_read and (end := highwater(tp)) is not None
+        }
+
+
+class Worker:
+    """Applies each delivered record to the core, into its batch.
+
+    A record whose processing raises is, by default, a ``processing_error`` dead letter
+    naming the exception, and the worker goes on (Kafka Streams' processing exception
+    handler, KIP-1033); with ``STREAM_APP_ON_PROCESSING_ERROR=stop`` it stops the worker.
+    Either way nothing of the batch it was in is checkpointed before the failure: a
+    stopped worker reads it again. The core changes a session in place, so a step that
+    raised part-way leaves the session as it left it."""
+
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        store: TableSessions,
+        routing: Routing,
+        on_processing_error: Literal["dead_letter", "stop"] = "dead_letter",
+    ) -> None:
+        self.pipeline = pipeline
+        self.store = store
+        self.routing = routing
+        self.on_processing_error = on_processing_error
+        self._records_read = {name: metrics.RECORDS.labels(topic=name) for name in routing.kinds}
+
+    def apply(self, msg: Message, batch: Batch) -> None:
+        """One record into the core; what it emits waits in its batch."""
+        try:
+            self._apply(msg, batch)
+        except Exception as exc:
+            if self.on_processing_error == "stop":
+                raise
+            batch.emitted.append(Emitted(_processing_error(msg, exc), None))
+
+    def _apply(self, msg: Message, batch: Batch) -> None:
+        if msg.topic == self.routing.sessions_topic:
+            self._apply_forwarded(msg, batch)
+            return
+        routing = self.routing
+        self._records_read[msg.topic].inc()
+        routing.last_read[msg.tp] = msg.offset
+        kind = routing.kinds[msg.topic]
+        record = SourceRecord(kind, msg.topic, msg.partition, msg.offset, msg.key, msg.value)
+        item, out = self.pipeline.decode(record)
+        if item is None:
+            batch.emitted.append(Emitted(out, None))
+            return
+        metrics.count(out.counts)
+        key = item.session_id.encode()
+        partition = partition_for(key, routing.partitions)
+        if routing.in_place(msg.topic, msg.partition, partition):
+            batch.emitted.append(Emitted(self.pipeline.apply(item), msg.timestamp))
+        else:
+            batch.forward.append(Forward(key, dump_input(item), partition, msg.timestamp))
+
+    def _apply_forwarded(self, msg: Message, batch: Batch) -> None:
+        value = msg.value
+        if value is None:
+            return  # nothing this app writes
+        if value == SWEEP:
+            now = self.pipeline.clock()
+            due = self.store.due_in(msg.partition, self.pipeline.policy, now)
+            batch.emitted.append(Emitted(self.pipeline.sweep(due), None))
+            return
+        item = _forwarded(value)
+        if item is not None:
+            batch.emitted.append(Emitted(self.pipeline.apply(item), msg.timestamp))
+        else:
+            batch.emitted.append(Emitted(_rejected(msg, "not a record this app writes"), None))
+
+
+def _forwarded(value: bytes) -> SessionInput | None:
+    """A record of ``<id>-sessions`` as the intake wrote it; None for anything else (the
+    topic is internal, but any client can write to it)."""
+    try:
+        return load_input(value)
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return None
+
+
+def _processing_error(msg: Message, exc: Exception) -> Outputs:
+    record = SourceRecord("messages", msg.topic, msg.partition, msg.offset, msg.key, msg.value)
+    error = f"processing raised {type(exc).__name__}: {exc}"
+    logs.event(
+        "processing_error",
+        logging.ERROR,
+        topic=msg.topic,
+        partition=msg.partition,
+        offset=msg.offset,
+        error=error[:500],
+    )
+    return rejected(Origin.of(record), Reason.PROCESSING_ERROR, error, time.time())
+
+
+def _rejected(msg: Message, problem: str) -> Outputs:
+    record = SourceRecord("messages", msg.topic, msg.partition, msg.offset, msg.key, msg.value)
+    return rejected(Origin.of(record), Reason.SCHEMA, f"(record): {problem}", time.time())
+
+
+class Outbox:
+    """Ships a batch's emissions and forwarded inputs, and counts them once they are in."""
+
+    def __init__(
+        self, producer: ProducerT, turns_topic: str, dlq_topic: str, routing: Routing
+    ) -> None:
+        self.producer = producer
+        self.turns_topic = turns_topic
+        self.dlq_topic = dlq_topic
+        self.routing = routing
+
+    async def send(self, batch: Batch) -> list[Awaitable[Any]]:
+        """Hands a batch's emissions and forwarded inputs to the producer, in order."""
+        producer, partitions = self.producer, self.routing.partitions
+        acks: list[Awaitable[Any]] = []
+        for out, _ in batch.emitted:
+            for revision in out.turns:
+                acks.append(
+                    await producer.send(
+                        self.turns_topic,
+                        key=revision.key_bytes,
+                        value=revision.value,
+                        partition=partition_for(revision.session_id.encode(), partitions),
+                        timestamp=None,
+                        headers=revision.headers,
+                    )
+                )
+            for letter in out.dead_letters:
+                acks.append(
+                    await producer.send(
+                        self.dlq_topic,
+                        key=original_key(letter),
+                        value=orjson.dumps(letter),
+                        partition=None,
+                        timestamp=None,
+                        headers=None,
+                    )
+                )
+        for key, value, partition, timestamp in batch.forward:  # each a Forward
+            acks.append(
+                await producer.send(
+                    self.routing.sessions_topic,
+                    key=key,
+                    value=value,
+                    partition=partition,
+                    timestamp=timestamp,
+                    headers=None,
+                )
+            )
+        return acks
+
+    def observe(self, batch: Batch) -> None:
+        """Counts and logs what a batch emitted, now that the broker has it."""
+        now = time.time()
+        for out, started in batch.emitted:
+            metrics.count(out.counts)
+            if started is not None:
+                for revision in out.turns:
+                    if revision.first:
+                        metrics.TURN_LATENCY.observe(max(0.0, now - started))
+            for letter in out.dead_letters:
+                logs.event(
+                    "dead_letter",
+                    logging.WARNING,
+                    reason=letter["reason"],
+                    source_topic=letter["source_topic"],
+                    partition=letter["partition"],
+                    offset=letter["offset"],
+                    error=letter["error"],
+                )

@@ -1,0 +1,78 @@
+"""Issue 20 item 1 on a running worker: a record whose processing raises, and records on the
+internal ``<id>-sessions`` topic that the intake never wrote, are dead letters; the records
+after them in the same partition are applied, and the worker goes on."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import orjson
+import pytest
+from confluent_kafka import Producer
+
+from stream_app.core.intake import decode
+from stream_app.core.policy import Policy
+from stream_app.core.records import SourceRecord, dump_input
+from stream_app.embedded_broker import EmbeddedBroker
+from stream_app.models.topics import partition_for
+from tests.contracts import assert_valid_dead_letter
+from tests.factories import assistant, message, tool_call
+from tests.kafka_io import final_turns
+from tests.test_app import PARTITIONS, Pipeline
+from tests.test_metrics import scrape
+
+pytestmark = pytest.mark.broker
+
+# Decodes as a session input, and makes the core raise: its message's parts are no list.
+RAISES = orjson.dumps(
+    {"m": ["s1", None, None, {"parts": 5}, "a0", 10, ["t", 0, 0, None, None, "utf-8"]]}
+)
+
+
+def forwarded(value: dict[str, object], offset: int) -> bytes:
+    """A session input as the intake forwards it."""
+    record = SourceRecord("messages", "llm", 0, offset, b"s1", orjson.dumps(value))
+    item, _ = decode(record, Policy(org_id="default"), 0.0)
+    assert item is not None
+    return dump_input(item)
+
+
+def test_records_that_raise_or_were_never_written_by_the_intake_are_dead_letters(
+    broker: EmbeddedBroker, topics: dict[str, str], workdir: Path
+) -> None:
+    p = Pipeline(broker, topics, workdir)
+    try:
+        worker = p.worker()
+        worker.start().wait_ready()
+        sessions_topic = f"{topics['STREAM_APP_ID']}-sessions"
+        partition = partition_for(b"s1", PARTITIONS)
+        producer = Producer({"bootstrap.servers": broker.bootstrap})
+        for value in [
+            b"{not json",
+            b'{"m": [1, 2]}',
+            RAISES,
+            forwarded(message(text="after them", message_id="u1"), 1),
+            forwarded(assistant(message_id="a1", tool_calls=[tool_call("c1")]), 2),
+        ]:
+            producer.produce(sessions_topic, value, b"s1", partition=partition)
+        assert producer.flush(30) == 0
+
+        p.turns.wait_until(lambda: len(final_turns(p.turns)) == 1, 60, "the turn after them")
+        p.dlq.wait_until(lambda: len(p.dlq.records) == 3, 60, "3 dead letters")
+        (turn,) = final_turns(p.turns).values()
+        assert turn["new_messages"][0]["parts"][0]["content"] == "after them"
+        letters = p.dlq.values()
+        for letter in letters:
+            assert_valid_dead_letter(letter)
+            assert letter["source_topic"] == sessions_topic
+        assert Counter(d["reason"] for d in letters) == {"schema": 2, "processing_error": 1}
+        (raised,) = [d for d in letters if d["reason"] == "processing_error"]
+        assert "TypeError" in raised["error"] and raised["value"] == RAISES.decode()
+        m = scrape(worker.port)
+        assert m[("stream_app_dead_letters_total", (("reason", "processing_error"),))] == 1
+        assert worker.process is not None and worker.process.poll() is None
+        log = worker.log.read_text(errors="replace")
+        assert '"event":"processing_error"' in log and '"event":"crash"' not in log
+    finally:
+        p.close()
