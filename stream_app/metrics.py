@@ -34,6 +34,12 @@ REPROCESSED = Counter(
     "Records read again after a restart and skipped as already applied.",
     registry=REGISTRY,
 )
+OFFSETS_RESTARTED = Counter(
+    "stream_app_offsets_restarted",
+    "Records below their session's applied offset yet stamped after anything applied from "
+    "their partition: the topic was made again (or the cluster moved), and they are applied.",
+    registry=REGISTRY,
+)
 DEAD_LETTERS = Counter(
     "stream_app_dead_letters", "Records dead-lettered, by reason.", ["reason"], registry=REGISTRY
 )
@@ -104,6 +110,7 @@ def _series() -> dict[Count, Callable[[], Any] | None]:
         Count.DUPLICATE_MESSAGE: partial(DUPLICATES.labels, kind="message"),
         Count.DUPLICATE_DECISION: partial(DUPLICATES.labels, kind="decision"),
         Count.REPROCESSED: lambda: REPROCESSED,
+        Count.OFFSETS_RESTARTED: lambda: OFFSETS_RESTARTED,
         Count.PARTS_SKIPPED: lambda: PARTS_SKIPPED,
         Count.MALFORMED_TOOL_ARGUMENTS: lambda: MALFORMED_ARGUMENTS,
         Count.SESSIONS_EXPIRED: lambda: SESSIONS_EXPIRED,

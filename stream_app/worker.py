@@ -134,7 +134,9 @@ class Worker:
         self._records_read[msg.topic].inc()
         routing.last_read[msg.tp] = msg.offset
         kind = routing.kinds[msg.topic]
-        record = SourceRecord(kind, msg.topic, msg.partition, msg.offset, msg.key, msg.value)
+        record = SourceRecord(
+            kind, msg.topic, msg.partition, msg.offset, msg.key, msg.value, msg.timestamp
+        )
         item, out = self.pipeline.decode(record)
         if item is None:
             batch.emitted.append(Emitted(out, None))

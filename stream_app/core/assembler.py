@@ -56,15 +56,31 @@ def apply(
     topic, partition, offset = item.source
     position = f"{topic}:{partition}"
     if offset <= state.applied.get(position, -1):
-        out.outcome = "duplicate"
-        out.counts[Count.REPROCESSED] += 1
-        return state, out
+        if not _offsets_started_again(state, position, item.timestamp):
+            out.outcome = "duplicate"
+            out.counts[Count.REPROCESSED] += 1
+            return state, out
+        out.counts[Count.OFFSETS_RESTARTED] += 1
     state.applied[position] = offset
+    if item.timestamp is not None:
+        state.applied_at[position] = max(item.timestamp, state.applied_at.get(position, 0.0))
     if isinstance(item, SessionMessage):
         _add_message(state, item, policy, now, out)
     else:
         _add_decision(state, item, collapse, policy, now, out)
     return state, out
+
+
+def _offsets_started_again(state: SessionState, position: str, timestamp: float | None) -> bool:
+    """Whether a record at or below the session's applied offset of its partition is new:
+    its topic was made again, or the cluster moved, and offsets started again.
+
+    Every record applied from the partition had a timestamp at most ``applied_at``, so one
+    read again after a restart has too; a record stamped later cannot have been applied.
+    (A new record stamped no later than the last one applied is still taken for one read
+    again: producers' clocks decide, and the offsets of a log never go back otherwise.)"""
+    newest = state.applied_at.get(position)
+    return timestamp is not None and newest is not None and timestamp > newest
 
 
 def _session_limit(

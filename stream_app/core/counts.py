@@ -18,6 +18,7 @@ class Count(StrEnum):
     DUPLICATE_MESSAGE = "duplicate:message"
     DUPLICATE_DECISION = "duplicate:decision"
     REPROCESSED = "reprocessed"  # read again after a restart, already applied
+    OFFSETS_RESTARTED = "offsets_restarted"  # a record below the applied offset, yet new
     PARTS_SKIPPED = "parts_skipped"  # content parts of a kind the contract has not
     MALFORMED_TOOL_ARGUMENTS = "malformed_tool_arguments"  # emitted as {}
     SESSIONS_EXPIRED = "sessions_expired"

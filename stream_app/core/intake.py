@@ -109,6 +109,7 @@ def _message(
         else None,
         size=size,
         origin=Origin.of(record),
+        timestamp=record.timestamp,
     )
 
 
@@ -134,7 +135,7 @@ def _check_decision(payload: DecisionPayload) -> None:
     check_instant(payload.captured_at, "captured_at")
 
 
-def _decision(doc: Any, origin: Origin, policy: Policy) -> SessionDecision:
+def _decision(doc: Any, record: SourceRecord, policy: Policy) -> SessionDecision:
     payload = DecisionPayload.model_validate(doc)
     _check_decision(payload)
     _bind_tenant(payload.org_id, "org_id", policy)
@@ -142,13 +143,14 @@ def _decision(doc: Any, origin: Origin, policy: Policy) -> SessionDecision:
     decision["org_id"] = policy.org_id
     decision["raw"] = redact(doc["raw"])
     # The state keeps the record for a later dead letter; it must not keep a credential.
-    origin = origin.with_value(jsonbytes.dumps({**doc, "raw": decision["raw"]}))
+    origin = Origin.of(record).with_value(jsonbytes.dumps({**doc, "raw": decision["raw"]}))
     return SessionDecision(
         session_id=payload.session_id,
         decision=decision,
         natural_key=natural_key(decision),
         codex_sibling=codex_sibling(decision),
         origin=origin,
+        timestamp=record.timestamp,
     )
 
 
@@ -165,7 +167,7 @@ def decode(record: SourceRecord, policy: Policy, now: float) -> tuple[SessionInp
         doc = _parse(record, policy)
         if record.kind == "messages":
             return _message(doc, record, out.counts, policy), out
-        return _decision(doc, Origin.of(record), policy), out
+        return _decision(doc, record, policy), out
     except ValidationError as exc:
         return None, rejected(Origin.of(record), Reason.SCHEMA, _describe(exc), now)
     except LimitExceeded as exc:

@@ -31,6 +31,9 @@ class SourceRecord:
     offset: int
     key: bytes | None
     value: bytes | None
+    # The record's timestamp (epoch seconds), when it has one: what tells a topic whose
+    # offsets started again from a record read again (``core/assembler.apply``).
+    timestamp: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +80,7 @@ class SessionMessage:
     inference_call_id: str | None
     size: int  # bytes of ``message`` as JSON: what the session's pending limit counts
     origin: Origin  # the record, for a dead letter written when the session cannot take it
+    timestamp: float | None = None  # the record's (``SourceRecord.timestamp``)
 
     @property
     def source(self) -> Source:
@@ -93,6 +97,7 @@ class SessionDecision:
     # codex with a call_id: the key shared by a row and its pathless re-send
     codex_sibling: str | None
     origin: Origin
+    timestamp: float | None = None  # the record's (``SourceRecord.timestamp``)
 
     @property
     def source(self) -> Source:
@@ -188,6 +193,7 @@ def dump_input(item: SessionInput) -> bytes:
                     item.inference_call_id,
                     item.size,
                     [o.source_topic, o.partition, o.offset, o.key, o.value, o.encoding],
+                    item.timestamp,
                 ]
             }
         )
@@ -200,6 +206,7 @@ def dump_input(item: SessionInput) -> bytes:
                 item.natural_key,
                 item.codex_sibling,
                 [o.source_topic, o.partition, o.offset, o.key, o.value, o.encoding],
+                item.timestamp,
             ]
         }
     )
@@ -208,9 +215,9 @@ def dump_input(item: SessionInput) -> bytes:
 def load_input(data: bytes) -> SessionInput:
     doc = orjson.loads(data)
     if "m" in doc:
-        session_id, identity, sequence, message, call_id, size, origin = doc["m"]
+        session_id, identity, sequence, message, call_id, size, origin, at = doc["m"]
         return SessionMessage(
-            session_id, identity, sequence, message, call_id, size, Origin(*origin)
+            session_id, identity, sequence, message, call_id, size, Origin(*origin), at
         )
-    session_id, decision, key, sibling, origin = doc["d"]
-    return SessionDecision(session_id, decision, key, sibling, Origin(*origin))
+    session_id, decision, key, sibling, origin, at = doc["d"]
+    return SessionDecision(session_id, decision, key, sibling, Origin(*origin), at)

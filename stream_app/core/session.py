@@ -148,6 +148,9 @@ class SessionState:
     # Highest offset applied per source "topic:partition". After a crash a worker reads
     # again from its last commit; records at or below these offsets were already applied.
     applied: dict[str, int] = field(default_factory=dict)
+    # The newest record timestamp applied per source: a record below ``applied`` stamped
+    # later is new (its topic's offsets started again, ``core/assembler.py``).
+    applied_at: dict[str, float] = field(default_factory=dict)
     next_entry: int = 0
     # The store's: the generation of the state it last wrote (``state/entries.py``), and
     # ``next_entry`` as it was then (the entries from there on are not written yet).
@@ -343,6 +346,7 @@ class SessionState:
                 "waiting": [[d.entry, d.json()] for d in self.waiting_decisions.values()],
                 "seen_messages": list(self.seen_messages.items()),
                 "applied": self.applied,
+                "applied_at": self.applied_at,
                 "next_entry": self.next_entry,
                 "generation": self.generation,
             }
@@ -366,6 +370,7 @@ class SessionState:
             waiting_decisions={n: StoredDecision.load(d, n) for n, d in doc["waiting"]},
             seen_messages=dict(doc["seen_messages"]),
             applied=doc["applied"],
+            applied_at=doc["applied_at"],
             next_entry=doc["next_entry"],
             generation=doc["generation"],
         )

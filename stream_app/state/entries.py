@@ -57,6 +57,7 @@ class Head(TypedDict):
     generation: int
     last_seen: float
     applied: dict[str, int]
+    applied_at: dict[str, float]
     next_entry: int
     oldest: float | None  # the oldest open turn's emission instant: what a sweep needs
 
@@ -82,6 +83,7 @@ def head(state: SessionState, epoch: int) -> bytes:
         "generation": state.generation,
         "last_seen": state.last_seen,
         "applied": state.applied,
+        "applied_at": state.applied_at,
         "next_entry": state.next_entry,
         "oldest": None if oldest is None else oldest.emitted_at,
     }
@@ -232,6 +234,7 @@ def decode(
         waiting_decisions=decisions,
         seen_messages={v[0]: n for n, v in of(IDENTITY)},
         applied=doc["applied"],
+        applied_at=doc["applied_at"],
         next_entry=doc["next_entry"],
         generation=generation,
     )
