@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import orjson
 import pytest
 
 from stream_app import config
@@ -214,3 +215,20 @@ def test_a_bad_value_is_said_in_the_users_words(
     assert message.startswith(f"STREAM_APP_{name}: ") and said in message
     for pydantic_words in ("Input should", "String should", "after validation", "Value error"):
         assert pydantic_words not in message
+
+
+def test_the_worker_logs_an_unknown_variable_as_an_event_line() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "stream_app", "worker"],
+        env={**os.environ, "STREAM_APP_BOOTSTRAP": "kafka:9092", "STREAM_APP_PARTITIONS": "0"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    warning, error = done.stderr.splitlines()
+    event = orjson.loads(warning)  # the worker's log: JSON lines off a terminal
+    assert (event["event"], event["level"]) == ("setting_ignored", "warning")
+    assert "did you mean STREAM_APP_BROKER_URL?" in event["warning"]
+    assert error == "stream-app: STREAM_APP_PARTITIONS: must be 1 or more (got '0')"
+    assert done.returncode == 2
