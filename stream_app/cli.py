@@ -1,8 +1,8 @@
 """The ``stream-app`` command: its parser, and what each subcommand prints and returns.
 
 Every failure a user can cause is one line on stderr and exit status 2, usage errors
-included, each starting with the command's name (``stream-app publish: ...``), as its
-summary line does.
+included, starting with the command's name (``stream-app publish: ...``) as its summary line
+does; a bad setting, which is every command's, with ``stream-app: STREAM_APP_...``.
 """
 
 from __future__ import annotations
