@@ -63,12 +63,14 @@ def _cmdline(pid: int) -> str:
 class Dev:
     """A ``stream-app dev`` process; every descendant it showed is remembered for cleanup."""
 
-    def __init__(self, web_port: int, *args: str) -> None:
+    def __init__(self, web_port: int, *args: str, tmp: Path | None = None) -> None:
         env = {
             **os.environ,
             "STREAM_APP_WEB_PORT": str(web_port),
             "STREAM_APP_ID": f"dev-{uuid.uuid4().hex[:6]}",
         }
+        if tmp is not None:  # dev's folder, kept when a test makes it fail, goes with pytest's
+            env["TMPDIR"] = str(tmp)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "stream_app", "dev", "--port", str(free_port()), *args],
             env=env,
@@ -131,11 +133,11 @@ class Dev:
 
 
 @pytest.fixture
-def start_dev() -> Iterator[Callable[..., Dev]]:
+def start_dev(tmp_path: Path) -> Iterator[Callable[..., Dev]]:
     started: list[Dev] = []
 
     def start(web_port: int, *args: str) -> Dev:
-        started.append(Dev(web_port, *args))
+        started.append(Dev(web_port, *args, tmp=tmp_path))
         return started[-1]
 
     yield start
