@@ -35,7 +35,12 @@ from stream_app.core.records import (
 )
 from stream_app.core.redaction import redact
 from stream_app.core.tenant import normalize_org
-from stream_app.core.translate import identity, inference_call_id, inference_message
+from stream_app.core.translate import (
+    identity,
+    inference_call_id,
+    inference_message,
+    redacted_event,
+)
 from stream_app.models.dead_letter import Reason
 from stream_app.models.decision import DECISION_FIELDS, DecisionPayload
 from stream_app.models.message import LLMMessagePublishedEvent
@@ -91,7 +96,7 @@ def _message(
     message = event.message
     session = event.conversationId
     completes = message.role == "assistant" and bool(message.finishReason)
-    translated = inference_message(message, counts)
+    translated = inference_message(message, counts, redact_content=policy.redact_content)
     size = len(orjson.dumps(translated))
     if size > policy.max_record_bytes:  # a message's tool calls can expand ~2.7 times
         raise _Rejected(
@@ -108,7 +113,10 @@ def _message(
         if completes
         else None,
         size=size,
-        origin=Origin.of(record),
+        # A later dead letter carries the record: with content redacted, redacted too.
+        origin=Origin.of(record).with_value(jsonbytes.dumps(redacted_event(doc, translated)))
+        if policy.redact_content
+        else Origin.of(record),
         timestamp=record.timestamp,
     )
 

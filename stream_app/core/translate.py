@@ -10,6 +10,7 @@ import orjson
 
 from stream_app.core.counts import Count
 from stream_app.core.limits import check_depth, too_deep
+from stream_app.core.redaction import redact, redact_text
 from stream_app.models.message import Message, ToolCall
 
 
@@ -30,8 +31,16 @@ def _arguments(call: ToolCall, field: str, counts: Counter[Count]) -> dict[str, 
     return {}
 
 
-def inference_message(message: Message, counts: Counter[Count]) -> dict[str, Any]:
-    """The contract form; content parts in order, then tool calls in order."""
+def inference_message(
+    message: Message, counts: Counter[Count], *, redact_content: bool = False
+) -> dict[str, Any]:
+    """The contract form; content parts in order, then tool calls in order.
+
+    With ``redact_content`` (``STREAM_APP_REDACT_CONTENT``) the text, reasoning, tool
+    arguments and tool results go through the Basic redaction of ``raw``: this is where a
+    message's content enters the core, so nothing downstream (state, turns, dead letters
+    written from state) ever holds the unredacted copy.
+    """
     parts: list[dict[str, Any]] = []
     for part in message.content or ():
         if part.text is not None:
@@ -54,7 +63,44 @@ def inference_message(message: Message, counts: Counter[Count]) -> dict[str, Any
                 "arguments": _arguments(call, f"message.toolCalls.{i}.arguments", counts),
             }
         )
+    if redact_content:
+        parts = [_redacted(part) for part in parts]
     return {"role": message.role, "parts": parts, "finish_reason": message.finishReason or None}
+
+
+def _redacted(part: dict[str, Any]) -> dict[str, Any]:
+    kind = part["type"]
+    if kind in ("text", "reasoning"):
+        return {**part, "content": redact_text(part["content"])}
+    if kind == "tool_call":
+        return {**part, "arguments": redact(part["arguments"])}
+    return {**part, "result": redact(part["result"])}  # tool_call_response
+
+
+def redacted_event(doc: dict[str, Any], translated: dict[str, Any]) -> dict[str, Any]:
+    """A message event as a later dead letter carries it when content is redacted: its
+    content and tool calls are those of its redacted InferenceMessage put back in the
+    event's form (redacted once, not twice; parts the translation skips, such as images,
+    are left out, and malformed tool arguments are ``{}`` as translated), the rest as it
+    came."""
+    content: list[dict[str, Any]] = []
+    calls: list[dict[str, Any]] = []
+    for part in translated["parts"]:
+        kind = part["type"]
+        if kind in ("text", "reasoning"):
+            content.append({kind: part["content"]})
+        elif kind == "tool_call_response":
+            content.append({"toolResult": {"toolCallId": part["id"], "result": part["result"]}})
+        else:
+            calls.append({"id": part["id"], "name": part["name"], "arguments": part["arguments"]})
+    if not content and not calls:
+        return doc  # nothing the translation kept, so nothing it redacted
+    message = {k: v for k, v in doc["message"].items() if k not in ("content", "toolCalls")}
+    if content:
+        message["content"] = content
+    if calls:
+        message["toolCalls"] = calls
+    return {**doc, "message": message}
 
 
 def identity(message: Message) -> str | None:

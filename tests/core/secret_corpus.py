@@ -7,11 +7,17 @@ characters of the right alphabet and length, put together at run time, so this f
 no contiguous string a scanner would take for a live token.
 
 ``secret`` is the part that must not survive redaction anywhere; ``text`` is how the
-credential appears in a string. A shape with a ``key`` is also placed as ``{key: value}``.
+credential appears in a string. A shape with a ``key`` is also placed as ``{key: value}``;
+one with a ``json`` value (a key as a JSON list of lines) is also placed as that value.
+
+``ORDINARY_TEXT`` and ``ORDINARY_RAW`` are the negative corpus: ordinary code, commands,
+paths and prose, many of them next to a rule (a ``config set`` of a region, a path to a key,
+a time with colons, a certificate in base64), that must come out exactly as they went in.
 """
 
 from __future__ import annotations
 
+import base64
 import string
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +49,7 @@ class Shape:
     secret: str
     key: str | None = None  # also placed as {key: value}
     value: Any = None  # the value under ``key`` (default: ``secret``)
+    json: Any = None  # also placed as this JSON value (a list of lines), wherever it sits
 
     @property
     def keyed_value(self) -> Any:
@@ -69,6 +76,63 @@ def _as_key(name: str, key: str, value: Any, secret: str | None = None) -> Shape
 
 PW = j("Pa55", "-", run(10, LOWER, 7))  # a password: no prefix, no shape
 PW_AT = j("p@ss", "-w0rd", "@", run(6, LOWER, 3))  # with "@" in it
+B64 = ALNUM + "+/"
+PUBLIC = B64[::-1]  # for what may stay (public key lines): no window of it is in a secret
+
+
+def armour(kind: str, end: bool = False) -> str:
+    """A PEM armour line, put together at run time."""
+    return j("-----", "END " if end else "BEGIN ", kind, " PRIVATE", " KEY-----")
+
+
+def body(lines: int, start: int, width: int = 64, alphabet: str = B64) -> list[str]:
+    """Base64 lines of a key's body, each one different."""
+    return [run(width, alphabet, start + 7 * i) for i in range(lines)]
+
+
+def pem_lines(kind: str, start: int, first: str = "MIIE", end: bool = True) -> list[str]:
+    lines = body(4, start)
+    lines[0] = first + lines[0][len(first) :]
+    return [armour(kind), *lines, *([armour(kind, end=True)] if end else [])]
+
+
+def pem(kind: str, start: int, first: str = "MIIE") -> str:
+    return "\n".join(pem_lines(kind, start, first)) + "\n"
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def _lines(name: str, lines: list[str], secret: list[str]) -> Shape:
+    """A key given as a JSON list of lines; ``secret`` the lines that must go."""
+    return Shape(name, "key as lines", "\n".join(lines), "\n".join(secret), json=lines)
+
+
+def _key_material(name: str, value: str, template: str, armour: int = 0) -> Shape:
+    """Key material written into ``template``; with ``armour``, its first ``armour``
+    characters and last ``3 * armour`` need not go (the base64 of ``-----BEGIN`` and
+    ``-----END``, which a certificate next to the key shares)."""
+    secret = value[armour : len(value) - 3 * armour]
+    return Shape(name, "key material", template.format(value), secret)
+
+
+def _key_file(key: str, secret: str, value: Any = None) -> Shape:
+    """Key material under the name of its file: ``{key: value}``, and as YAML text."""
+    value = secret if value is None else value
+    lines = value if isinstance(value, list) else value.split("\n")
+    text = f"{key}: {lines[0]}" if len(lines) == 1 else f"{key}: |\n  " + "\n  ".join(lines)
+    return Shape(f"{key} by name", "key file name", text, secret, key, value)
+
+
+# Bare DER key material in base64, as tools print it (fake past the structure's first bytes).
+PKCS8_RSA = j("MIIEvg", "IBADANBgkqhkiG9w0BAQEFAASC", run(120, B64, 3))
+PKCS1_RSA = j("MIIEpA", "IBAAKCAQEA", run(120, B64, 5))
+SEC1_EC = j("MHcCAQ", "EEI", run(90, B64, 9))
+PKCS8_ED25519 = j("MC4CAQ", "AwBQYDK2VwBCIEI", run(40, B64, 11))
+OPENSSH_BODY = j("b3BlbnNzaC1rZX", "ktdjE", run(200, B64, 13))
+CERT_ARMOUR = (j("-----BEGIN ", "CERTIFICATE-----"), j("-----END ", "CERTIFICATE-----"))
+CERT_PEM = "\n".join([CERT_ARMOUR[0], *body(3, 17, alphabet=PUBLIC), CERT_ARMOUR[1]])
 
 SHAPES: list[Shape] = [
     # -- credentials written inside free text ---------------------------------------------
@@ -339,6 +403,418 @@ SHAPES: list[Shape] = [
     ),
     _in("sql identified by", "markup and sql", PW, "CREATE USER 'app'@'%' IDENTIFIED BY '{}';"),
     _in("sql with password", "markup and sql", PW, "ALTER ROLE app WITH PASSWORD '{}';"),
+    # -- keys as a JSON list of lines: every line goes, not only BEGIN (issue 20) ----------
+    _lines(
+        "rsa key as lines",
+        pem_lines("RSA", 101),
+        pem_lines("RSA", 101)[1:-1],
+    ),
+    _lines(
+        "openssh key as lines",
+        pem_lines("OPENSSH", 102, first="b3Bl"),
+        pem_lines("OPENSSH", 102, first="b3Bl")[1:-1],
+    ),
+    _lines(
+        "key as lines, cut before END",
+        pem_lines("EC", 103, end=False),
+        pem_lines("EC", 103, end=False)[1:],
+    ),
+    _lines(
+        "key as lines after a comment line",
+        ["# deploy key", *pem_lines("ENCRYPTED", 104)],
+        pem_lines("ENCRYPTED", 104)[1:-1],
+    ),
+    _lines(
+        "bare key material as lines",
+        [PKCS8_RSA[:64], *body(3, 105)],
+        [PKCS8_RSA[:64], *body(3, 105)],
+    ),
+    _lines(
+        "putty key as lines",
+        [
+            "PuTTY-User-Key-File-3: ssh-ed25519",
+            "Encryption: none",
+            "Comment: ed25519-key-20261129",
+            "Public-Lines: 2",
+            *body(2, 106, alphabet=PUBLIC),
+            "Private-Lines: 1",
+            run(44, B64, 107),
+            "Private-MAC: " + run(64, HEX[::-1], 108),
+        ],
+        [run(44, B64, 107)],
+    ),
+    # -- key material in other wrappings -------------------------------------------------
+    Shape(
+        "pem with escaped newlines",
+        "key material",
+        "\\n".join(pem_lines("RSA", 110)),
+        "\\n".join(pem_lines("RSA", 110)[1:-1]),
+    ),
+    Shape(
+        "ec private key block",
+        "key material",
+        "\n".join(pem_lines("EC", 111, first="MHcC")),
+        "\n".join(pem_lines("EC", 111, first="MHcC")[1:-1]),
+    ),
+    Shape(
+        "encrypted pkcs8 block",
+        "key material",
+        "\n".join(pem_lines("ENCRYPTED", 112, first="MIIFNTBfBgkqhkiG9w0BBQ0w")),
+        "\n".join(pem_lines("ENCRYPTED", 112, first="MIIFNTBfBgkqhkiG9w0BBQ0w")[1:-1]),
+    ),
+    Shape(
+        "openvpn static key",
+        "key material",
+        "\n".join(
+            [
+                "#",
+                j("-----BEGIN OpenVPN ", "Static key V1-----"),
+                *body(4, 113, 32),
+                j("-----END OpenVPN ", "Static key V1-----"),
+            ]
+        ),
+        "\n".join(body(4, 113, 32)),
+    ),
+    Shape(
+        "ssh2 encrypted private key",
+        "key material",
+        "\n".join(
+            [
+                j("---- BEGIN SSH2 ", "ENCRYPTED PRIVATE KEY ----"),
+                'Comment: "ana@laptop"',
+                *body(3, 114),
+                j("---- END SSH2 ", "ENCRYPTED PRIVATE KEY ----"),
+            ]
+        ),
+        "\n".join(body(3, 114)),
+    ),
+    Shape(
+        "putty v2 key file",
+        "key material",
+        "\n".join(
+            [
+                "PuTTY-User-Key-File-2: ssh-rsa",
+                "Encryption: none",
+                "Comment: rsa-key",
+                "Public-Lines: 1",
+                run(64, PUBLIC, 115),
+                "Private-Lines: 2",
+                run(64, B64, 116),
+                run(40, B64, 117),
+                "Private-MAC: " + run(40, HEX[::-1], 118),
+            ]
+        ),
+        run(64, B64, 116) + "\n" + run(40, B64, 117),
+    ),
+    Shape(
+        "putty v3 key file",
+        "key material",
+        "\n".join(
+            [
+                "PuTTY-User-Key-File-3: ssh-ed25519",
+                "Encryption: aes256-cbc",
+                "Comment: ed25519-key",
+                "Public-Lines: 2",
+                *body(2, 119, alphabet=PUBLIC),
+                "Key-Derivation: Argon2id",
+                "Argon2-Memory: 8192",
+                "Argon2-Salt: " + run(32, HEX[::-1], 120),
+                "Private-Lines: 1",
+                run(64, B64, 121),
+                "Private-MAC: " + run(64, HEX[::-1], 122),
+            ]
+        ),
+        run(64, B64, 121),
+    ),
+    _key_material(
+        "base64 pem (kubernetes tls secret)",
+        b64(pem("PRIVATE", 123)),
+        "apiVersion: v1\nkind: Secret\ntype: kubernetes.io/tls\ndata:\n"
+        "  tls.crt: " + b64(CERT_PEM) + "\n  tls.key: {}\n",
+        armour=16,
+    ),
+    _key_material(
+        "base64 pem wrapped at 76 columns",
+        "\n".join(
+            b64(pem("RSA", 124))[i : i + 76] for i in range(0, len(b64(pem("RSA", 124))), 76)
+        ),
+        "{}",
+    ),
+    _key_material(
+        "base64 pem of a certificate and its key",
+        b64(CERT_PEM + "\n" + pem("PRIVATE", 125)),
+        "bundle.pem: {}",
+    ),
+    _key_material(
+        "ssh-privatekey in yaml (kubernetes ssh-auth secret)",
+        b64(pem("OPENSSH", 126, first="b3Bl")),
+        "type: kubernetes.io/ssh-auth\ndata:\n  ssh-privatekey: {}\n",
+    ),
+    _key_material(
+        "kubeconfig client-key-data",
+        b64(pem("RSA", 127)),
+        "users:\n- name: admin\n  user:\n    client-certificate-data: "
+        + b64(CERT_PEM)
+        + "\n    client-key-data: {}\n",
+        armour=16,
+    ),
+    _key_material(
+        "tls.key as a yaml block of bare base64",
+        "\n    ".join([PKCS8_RSA[:64], *body(3, 128)]),
+        "stringData:\n  tls.key: |\n    {}\n  tls.crt: present\n",
+    ),
+    _key_material("bare pkcs8 key", PKCS8_RSA, "KEY_DER={}"),
+    _key_material("bare pkcs1 key", PKCS1_RSA, "printf '%s' '{}' | base64 -d > key.der"),
+    _key_material("bare sec1 ec key", SEC1_EC, "ec: {}"),
+    _key_material("bare ed25519 pkcs8 key", PKCS8_ED25519, "{}"),
+    _key_material(
+        "bare openssh key body",
+        OPENSSH_BODY,
+        "echo {} | base64 -d > ~/.ssh/id_ed25519",
+    ),
+    _key_material(
+        "base64 pem in a command",
+        b64(pem("OPENSSH", 129, first="b3Bl")),
+        "echo '{}' | base64 --decode > ~/.ssh/id_ed25519 && chmod 600 ~/.ssh/id_ed25519",
+    ),
+    _key_material(
+        "gcp service account json",
+        "\\n".join(pem_lines("PRIVATE", 130)[1:-1]),
+        '{{"type": "service_account", "project_id": "shop", "private_key": "'
+        + armour("PRIVATE")
+        + "\\n{}\\n"
+        + armour("PRIVATE", end=True)
+        + '\\n", "client_email": "ci@shop.iam.gserviceaccount.com"}}',
+    ),
+    _key_material(
+        "wireguard private key",
+        j(run(43, B64, 131), "="),
+        "[Interface]\nAddress = 10.0.0.2/32\nPrivateKey = {}\n",
+    ),
+    # -- key files by name -----------------------------------------------------------------
+    _key_file("tls.key", PKCS8_RSA),
+    _key_file(
+        "id_rsa",
+        "\n".join(pem_lines("OPENSSH", 132, first="b3Bl")[1:-1]),
+        "\n".join(pem_lines("OPENSSH", 132, first="b3Bl")),
+    ),
+    _key_file("id_ed25519", "\n".join(body(2, 133, 70)), body(2, 133, 70)),
+    _key_file("ssh-privatekey", run(80, B64, 134)),
+    _key_file("server.key", run(64, HEX, 135)),
+    _key_file("deploy.ppk", run(70, B64, 136)),
+    # -- a name and its value as two words -----------------------------------------------
+    _in(
+        "aws configure set secret",
+        "name then value",
+        run(40, ALNUM, 140),
+        "aws configure set aws_secret_access_key {} --profile prod",
+    ),
+    _in(
+        "aws configure set session token",
+        "name then value",
+        run(60, ALNUM, 141),
+        "aws configure set default.aws_session_token {}",
+    ),
+    _in(
+        "npm config set auth token",
+        "name then value",
+        run(36, ALNUM, 142),
+        "npm config set //registry.npmjs.org/:_authToken {}",
+    ),
+    _in(
+        "yarn config set",
+        "name then value",
+        run(36, ALNUM, 143),
+        "yarn config set npmAuthToken {}",
+    ),
+    _in(
+        "heroku-style config set",
+        "name then value",
+        run(32, HEX, 144),
+        "doppler secrets set STRIPE_SECRET {}",
+    ),
+    _in("fish set -gx", "name then value", run(32, ALNUM, 145), "set -gx API_TOKEN {}"),
+    _in("windows setx", "name then value", run(32, ALNUM, 146), "setx OPENAI_API_KEY {}"),
+    _in(
+        "secret store --name --value",
+        "name then value",
+        PW,
+        "az keyvault secret set --vault-name kv --name db-password --value {}",
+    ),
+    _in(
+        "netrc on one line",
+        "name then value",
+        PW,
+        "machine api.heroku.com login ana@example.com password {}",
+    ),
+    _in(
+        "netrc over lines",
+        "name then value",
+        run(36, HEX, 147),
+        "machine git.example.com\n  login ana\n  password {}\n",
+    ),
+    _in("netrc default", "name then value", PW, "default login anonymous password {}"),
+    _in("redis requirepass", "name then value", PW, "bind 127.0.0.1\nrequirepass {}\n"),
+    _in("redis masterauth", "name then value", PW, "CONFIG SET masterauth {}"),
+    _in(
+        "yaml block scalar password",
+        "name then value",
+        PW,
+        "db:\n  password: |\n    {}\n  user: app\n",
+    ),
+    # -- .pgpass ------------------------------------------------------------------------------
+    _in("pgpass line", "pgpass", PW, "db.example.com:5432:shop:app:{}"),
+    _in("pgpass wildcards", "pgpass", PW, "localhost:*:*:postgres:{}\n"),
+    _in("pgpass escaped colon", "pgpass", j(PW, "\\:x"), "10.0.0.5:6432:*:replicator:{}"),
+    # -- percent-encoded JSON and headers -----------------------------------------------------
+    _in(
+        "percent-encoded json",
+        "percent-encoded",
+        PW,
+        "%7B%22user%22%3A%22ana%22%2C%22password%22%3A%22{}%22%7D",
+    ),
+    _in(
+        "percent-encoded bearer header",
+        "percent-encoded",
+        run(40, ALNUM, 150),
+        "Authorization%3A%20Bearer%20{}",
+    ),
+    _in(
+        "percent-encoded basic header with plus",
+        "percent-encoded",
+        run(28, ALNUM, 151),
+        "headers=Authorization%3A+Basic+{}",
+    ),
+    _in(
+        "percent-encoded json in a query",
+        "percent-encoded",
+        run(32, ALNUM, 152),
+        "https://app.example.com/cb?state=%7B%22access_token%22%3A%22{}%22%7D&x=1",
+    ),
+    _in(
+        "double percent-encoded json",
+        "percent-encoded",
+        run(32, HEX, 153),
+        "next=%257B%2522api_key%2522%253A%2522{}%2522%257D",
+    ),
+    _in(
+        "percent-encoded url password",
+        "percent-encoded",
+        PW,
+        "redirect=https%3A%2F%2Fana%3A{}%40db.example.com%2Fshop",
+    ),
+    # -- password arguments of tools --------------------------------------------------------
+    _in("redis-cli -a", "command line", PW, "redis-cli -h cache.example.com -a {} ping"),
+    _in("zip -P", "command line", PW, "zip -r -P {} backup.zip data/"),
+    _in("7z -p", "command line", PW, "7z a -p{} -mhe=on backup.7z data/"),
+    _in("sqlcmd -P", "command line", PW, "sqlcmd -S db -U sa -P {} -Q 'select 1'"),
+    _in("mongosh -p", "command line", PW, "mongosh --host db -u admin -p {} shop"),
+    _in("ldapsearch -w", "command line", PW, "ldapsearch -x -D cn=admin,dc=acme -w {} -b dc=acme"),
+    _in("smbclient user%pass", "command line", PW, "smbclient //nas/share -U ana%{}"),
+    _in("htpasswd -b", "command line", PW, "htpasswd -b -c /etc/nginx/.htpasswd ana {}"),
+    _in(
+        "macos keychain -w",
+        "command line",
+        PW,
+        "security add-generic-password -a ana -s deploy -w {}",
+    ),
+    _in("plink -pw", "command line", PW, "plink -ssh -pw {} deploy@host.example.com uptime"),
+    _in(
+        "keytool -storepass",
+        "command line",
+        PW,
+        "keytool -importcert -keystore app.jks -storepass {} -file ca.crt",
+    ),
+    _in(
+        "openssl -passout pass:",
+        "command line",
+        PW,
+        "openssl genrsa -aes256 -passout pass:{} -out server.key 4096",
+    ),
+    _in("kubectl --token", "command line", run(40, ALNUM, 160), "kubectl --token {} get pods"),
+    # -- more places ----------------------------------------------------------------------------
+    _in(
+        "jdbc url password",
+        "url query",
+        PW,
+        "jdbc:mysql://db.example.com:3306/shop?user=app&password={}&useSSL=true",
+    ),
+    _in(
+        "docker config auth",
+        "assignment in text",
+        b64(j("ana:", PW)),
+        '{{"auths": {{"registry.example.com": {{"auth": "{}"}}}}}}',
+    ),
+    _in(
+        "gradle signing password",
+        "assignment in text",
+        PW,
+        "signing.keyId=24875D73\nsigning.password={}\n",
+    ),
+    _in(
+        "git extraheader",
+        "header in text",
+        run(40, ALNUM, 161),
+        'git -c http.extraheader="AUTHORIZATION: bearer {}" clone https://git.example.com/x',
+    ),
+    # -- vendor formats: more -------------------------------------------------------------------
+    _token("alibaba access key id", "cloud", j("LT", "AI", run(20, ALNUM, 170))),
+    _token("tencent secret id", "cloud", j("AK", "ID", run(32, ALNUM, 171))),
+    _token(
+        "cloudflare origin ca key",
+        "cloud",
+        j("v1.0-", run(24, HEX, 172), "-", run(146, HEX, 173)),
+    ),
+    _token("fly.io token", "cloud", j("fo", "1_", run(43, ALNUM, 174))),
+    _token("render key", "cloud", j("rn", "d_", run(32, ALNUM, 175))),
+    _token("netlify token", "cloud", j("nf", "p_", run(36, ALNUM, 176))),
+    _token("neon key", "cloud", j("nap", "i_", run(64, LOWER, 177))),
+    _token("deno deploy token", "cloud", j("dd", "p_", run(36, ALNUM, 178))),
+    _token("scalingo token", "cloud", j("tk-", "us-", run(48, ALNUM, 179))),
+    _token("figma token", "developer platform", j("fig", "d_", run(40, ALNUM, 180))),
+    _token("frame.io token", "developer platform", j("fio", "-u-", run(64, ALNUM, 181))),
+    _token("clojars token", "package registry", j("CLOJARS", "_", run(60, LOWER, 182))),
+    _token("buildkite token", "developer platform", j("bk", "ua_", run(40, HEX, 183))),
+    _token(
+        "circleci token",
+        "developer platform",
+        j("CCI", "PAT_", run(22, ALNUM, 184), "_", run(40, HEX, 185)),
+    ),
+    _token("sourcegraph token", "developer platform", j("sg", "p_", run(40, HEX, 186))),
+    _token("octopus deploy key", "developer platform", j("AP", "I-", run(26, UPPER, 187))),
+    _token(
+        "harness token",
+        "developer platform",
+        j("pat", ".", run(22, ALNUM, 188), ".", run(24, HEX, 189), ".", run(20, ALNUM, 190)),
+    ),
+    _token("typeform token", "developer platform", j("tf", "p_", run(59, ALNUM, 191))),
+    _token("adafruit io key", "developer platform", j("ai", "o_", run(28, ALNUM, 192))),
+    _token("new relic ingest key", "developer platform", j("NR", "II-", run(32, ALNUM, 193))),
+    _token("dropbox short-lived token", "developer platform", j("s", "l.", run(140, ALNUM, 194))),
+    _token(
+        "plaid access token",
+        "payment",
+        j("access-", "sandbox-", run(8, HEX, 195), "-", run(4, HEX), "-", run(4, HEX, 1), "-")
+        + j(run(4, HEX, 2), "-", run(12, HEX, 3)),
+    ),
+    _token(
+        "braintree token",
+        "payment",
+        j("access_token", "$production$", run(16, LOWER, 196), "$", run(32, HEX, 197)),
+    ),
+    _token(
+        "firebase server key",
+        "chat webhook",
+        j("AAAA", run(7, ALNUM, 198), ":APA91b", run(134, ALNUM, 199)),
+    ),
+    _token("elevenlabs key", "ai provider", j("s", "k_", run(48, HEX, 200))),
+    _token("openrouter key", "ai provider", j("s", "k-or-v1-", run(64, HEX, 201))),
+    _token(
+        "1password secret key",
+        "generic format",
+        j("A3-", run(6, UPPER, 202), "-", run(11, UPPER, 203))
+        + j("-", run(5, UPPER, 204), "-", run(5, UPPER, 205), "-", run(5, UPPER, 206)),
+    ),
 ]
 CATEGORIES = sorted({s.category for s in SHAPES})
 
@@ -353,6 +829,10 @@ def placements(shape: Shape) -> dict[str, dict[str, Any]]:
         "key name": {"headers": {text: "present"}},
         "json text": {"body": orjson.dumps({"data": text}).decode()},
     }
+    if shape.json is not None:
+        out["json value"] = {"lines": shape.json}
+        out["json value, nested"] = {"tool_input": {"files": [{"content": shape.json}]}}
+        out["json value, json text"] = {"body": orjson.dumps({"lines": shape.json}).decode()}
     if shape.key is not None:
         out["under its key"] = {shape.key: shape.keyed_value}
         out["under its key, nested"] = {"env": [{shape.key: shape.keyed_value}]}
@@ -410,6 +890,50 @@ ORDINARY_TEXT: list[str] = [
     "<input type='password' name='password'>",
     "toolu_01ABCdefGHIjklMNOpqrSTU",
     "Let me read the pagination helper.",
+    # near the rules of the second wave, and ordinary
+    "git config --global credential.helper store",
+    "git config --global user.name 'Ana Lima'",
+    "aws configure set region eu-west-1",
+    "npm config set registry https://registry.npmjs.org/",
+    "set -euo pipefail",
+    "set -x",
+    "setx PATH C:\\tools",
+    "ssh -i ~/.ssh/id_rsa deploy@host.example.com",
+    "ssh-keygen -t ed25519 -f ~/.ssh/id_ed25519 -C ana@laptop",
+    "chmod 600 ~/.ssh/id_rsa && ssh-add ~/.ssh/id_rsa",
+    "openssl req -new -key server.key -out server.csr",
+    "openssl x509 -in tls.crt -noout -subject",
+    "kubectl create secret tls web --cert=tls.crt --key=tls.key",
+    "kubectl get secret web -o yaml",
+    "cat ~/.pgpass ~/.netrc",
+    "the machine learning model was retrained",
+    "redis-cli -h cache.example.com ping",
+    "zip -r backup.zip data/",
+    "7z x archive.7z -o/tmp/out",
+    "htpasswd -c /etc/nginx/.htpasswd ana",
+    "ldapsearch -x -b dc=example,dc=com '(uid=ana)'",
+    "mongosh --host db shop --eval 'db.stats()'",
+    "sqlcmd -S db -Q 'select 1'",
+    "docker run -p 127.0.0.1:8080:80 shop",
+    "12:30:45 job started",
+    "00:11:22:33:44:55",
+    "fe80::1ff:fe23:4567:890a",
+    "2001:0db8:85a3:0000:0000:8a2e:0370:7334",
+    "src/app.py:10:5: E501 line too long (103 > 100 characters)",
+    "at com.example.Shop.main(Shop.java:42)",
+    "https://example.com/search?q=caf%C3%A9%20menu&page=2",
+    "https://example.com/docs/How%20to%20rotate%20a%20token",
+    "printf '%s has %d tokens, 100%% done' \"$name\" 3",
+    "progress: 42%",
+    "password: |",
+    "Private-Lines are the private half of a PuTTY key file.",
+    "-----BEGIN CERTIFICATE----- is public.",
+    "id_rsa.pub",
+    "s3.key",
+    "tls.crt: present",
+    # a certificate in base64, as a Kubernetes secret's tls.crt holds it: public
+    "tls.crt: " + b64(CERT_PEM),
+    "ca.crt: " + b64(CERT_PEM + "\n" + CERT_PEM),
 ]
 
 ORDINARY_RAW: dict[str, Any] = {
@@ -433,4 +957,12 @@ ORDINARY_RAW: dict[str, Any] = {
     "commit": "da39a3ee5e6b4b0d3255bfef95601890afd80709",
     "id": "3f2504e0-4f89-11d3-9a0c-0305e82c3301",
     "tool_input": {"command": "pytest -q", "description": "run the tests"},
+    "s3.key": "uploads/2026/11/29/screenshot.png",
+    "cache.key": "sess-42:page-2",
+    "ssh_key_path": "~/.ssh/id_ed25519",
+    "identity_file": "~/.ssh/id_rsa",
+    "tls.crt": b64(CERT_PEM),
+    "id_rsa.pub": "ssh-ed25519 " + run(68, PUBLIC) + " ana@laptop",
+    "lines": ["first line", "-----BEGIN CERTIFICATE-----", "not a key", "last line"],
+    "git": {"credential.helper": "store", "user.name": "ana"},
 }
