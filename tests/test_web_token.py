@@ -106,6 +106,10 @@ def test_sessions_need_the_token_on_every_worker_and_the_rest_stays_open(
                 assert _get(w.port, path)[0] == 200, path
             # Faust's table views would serve the same state without the token.
             assert _get(w.port, "/table/sessions/")[0] == 404
+            # Faust's router views map the cluster (hosts and partitions): the token too.
+            for path in ("/router/", "/router/sessions/", "/router/sessions/sess-7f3a/"):
+                assert _get(w.port, path)[0] == 401, path
+            assert _get(w.port, "/router/", TOKEN)[0] == 200
         assert answers[0] == answers[1]
         assert answers[0]["session_id"] == "sess-7f3a" and len(answers[0]["turns"]) == 4
     finally:
