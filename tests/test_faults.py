@@ -26,7 +26,7 @@ pytestmark = pytest.mark.broker
 
 # Decodes as a session input, and makes the core raise: its message's parts are no list.
 RAISES = orjson.dumps(
-    {"m": ["s1", None, None, {"parts": 5}, "a0", 10, ["t", 0, 0, None, None, "utf-8"]]}
+    {"m": ["s1", None, None, {"parts": 5}, "a0", 10, ["t", 0, 0, None, None, "utf-8"], None]}
 )
 
 

@@ -16,6 +16,7 @@ import pytest
 from confluent_kafka import Producer
 
 from stream_app.embedded_broker import EmbeddedBroker
+from tests.test_faults import RAISES  # a record that makes the core raise
 from tests.worker_process import WorkerProcess
 
 pytestmark = pytest.mark.broker
@@ -48,13 +49,14 @@ def _exit_status(worker: WorkerProcess, timeout: float = 60.0) -> int:
 def test_a_worker_that_crashes_while_running_logs_one_crash_line_and_exits_1(
     broker: EmbeddedBroker, topics: dict[str, str], workdir: Path
 ) -> None:
-    worker = WorkerProcess(broker, topics, workdir).start()
+    settings = {**topics, "STREAM_APP_ON_PROCESSING_ERROR": "stop"}
+    worker = WorkerProcess(broker, settings, workdir).start()
     try:
         worker.wait_ready()
-        # Only the app writes its sessions topic: a record it cannot read crashes the agent,
-        # and Faust stops the worker ("We experienced a crash!") and re-raises the error.
+        # A record whose processing raises, with the policy that stops the worker: Faust
+        # stops it ("We experienced a crash!") and re-raises the error.
         producer = Producer({"bootstrap.servers": broker.bootstrap})
-        producer.produce(f"{topics['STREAM_APP_ID']}-sessions", b'{"not": "an input"}', b"k")
+        producer.produce(f"{topics['STREAM_APP_ID']}-sessions", RAISES, b"s1")
         assert producer.flush(10) == 0
         status = _exit_status(worker)
     finally:
@@ -63,7 +65,7 @@ def test_a_worker_that_crashes_while_running_logs_one_crash_line_and_exits_1(
     crashes = _named(events, "crash")
     assert status == 1, worker.log.read_text()[-3000:]
     assert len(crashes) == 1, events
-    assert crashes[0]["level"] == "error" and crashes[0]["type"] == "KeyError"
+    assert crashes[0]["level"] == "error" and crashes[0]["type"] == "TypeError"
     assert not _named(events, "shutdown")
     assert events[-1]["event"] == "crash"  # the last word is the crash
 

@@ -29,6 +29,7 @@ So what a head names must be read back exactly, whatever was written after it. T
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any, TypedDict
 
 import orjson
@@ -128,11 +129,17 @@ def records(
     return head(state, epoch), written, bodies
 
 
+# A record's value, or how to make it: entries that never change are serialized when the
+# checkpoint writes them, off the agent's turn (``TableSessions.write``); what can still
+# change (a turn's decisions and revision, the head) is serialized when it is sealed.
+Value = bytes | Callable[[], bytes]
+
+
 class Changes(TypedDict):
     """One session's writes at one checkpoint, in the order E1 writes them."""
 
-    before: dict[bytes, bytes | None]  # entries and marks, before the head
-    bodies: dict[bytes, bytes]  # turn bodies of new turns, before the head
+    before: dict[bytes, Value | None]  # entries and marks, before the head
+    bodies: dict[bytes, Value]  # turn bodies of new turns, before the head
     after: list[bytes]  # entries and marks deleted after the head
     dropped_bodies: list[bytes]  # turn bodies deleted after the head
 
@@ -156,9 +163,12 @@ def changes(
     for (kind, n), entry in made.items():
         key = entry_key(sid, epoch, kind, n)
         before.pop(key, None)  # garbage under a key reused: the new entry replaces it
-        before[key] = encode(kind, entry, g)
-        if isinstance(entry, EmittedTurn) and entry.born >= first_new:  # a new turn
-            bodies[body_key(entry.call_id)] = jsonbytes.dumps(entry.body)
+        if isinstance(entry, EmittedTurn):  # its decisions and revision change later
+            before[key] = encode(kind, entry, g)
+            if entry.born >= first_new:  # a new turn
+                bodies[body_key(entry.call_id)] = partial(jsonbytes.dumps, entry.body)
+        else:
+            before[key] = partial(encode, kind, entry, g)
     for (kind, n), entry in dropped.items():
         mark = entry_key(sid, epoch, MARK + kind, n)
         before[mark] = jsonbytes.dumps(g)

@@ -18,7 +18,9 @@ ids, and filed in the session's partition.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from collections import Counter, OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -35,6 +37,7 @@ from stream_app.core.records import turn_key
 from stream_app.core.session import SessionState
 from stream_app.state import entries
 from stream_app.state.base import SessionStore
+from stream_app.state.entries import Value
 
 # Decoded states kept in memory once written: the sessions a worker is working on. About
 # 10 KB each with their turns; one not kept is decoded again from the table (~0.1 ms).
@@ -60,8 +63,8 @@ class Snapshot:
     """What one checkpoint writes, in the order ``TableSessions.write`` writes it."""
 
     number: int
-    entries: dict[bytes, bytes | None] = field(default_factory=dict)  # before the heads
-    bodies: dict[bytes, bytes] = field(default_factory=dict)  # turn key -> body, before
+    entries: dict[bytes, Value | None] = field(default_factory=dict)  # before the heads
+    bodies: dict[bytes, Value] = field(default_factory=dict)  # turn key -> body, before
     sessions: dict[str, bytes | None] = field(default_factory=dict)  # heads; None: deleted
     after: list[bytes] = field(default_factory=list)  # entries deleted after the heads
     dropped_bodies: list[bytes] = field(default_factory=list)  # after the heads
@@ -310,20 +313,6 @@ class TableSessions(SessionStore):
     def _add(
         self, snapshot: Snapshot, session_id: str, change: entries.Changes, head: bytes
     ) -> None:
-        """A session's writes, each checked against the producer's record limit: the limits
-        keep every record far below it, so one past it is a defect to log, not a crash."""
-        for key, value in [*change["before"].items(), *change["bodies"].items()]:
-            if value is not None and len(value) > self.max_record_bytes:
-                metrics.STATE_RECORDS_TOO_LARGE.inc()
-                logs.event(
-                    "state_record_too_large",
-                    logging.ERROR,
-                    session_id=session_id,
-                    bytes=len(value),
-                    limit=self.max_record_bytes,
-                )
-                change["before"].pop(key, None)
-                change["bodies"].pop(key, None)
         snapshot.entries.update(change["before"])
         snapshot.bodies.update(change["bodies"])
         snapshot.sessions[session_id] = head
@@ -339,16 +328,21 @@ class TableSessions(SessionStore):
         (else a state applied a decision whose later copies no entry collapses; an entry
         without its state is harmless: the record that wrote it finds itself there,
         ``core/collapse.first_copy``, and is applied again). What a head no longer names
-        goes after it."""
+        goes after it. Entries are serialized here, giving the event loop back every
+        ``SLICE_SECONDS``, so a checkpoint never holds up the agent for long."""
+        pause = _Slices()
         for key, value in snapshot.entries.items():
-            await self.entries.put(key, value)
+            await self.entries.put(key, self._fits(key, value))
+            await pause()
         for key, body in snapshot.bodies.items():
-            await self.bodies.put(key, body)
+            await self.bodies.put(key, self._fits(key, body))
+            await pause()
         await self.collapse.write_remembered(snapshot)
         await self.entries.written()
         await self.bodies.written()
         for session_id, data in snapshot.sessions.items():
             await self.table.put(session_id.encode(), data)
+            await pause()
         await self.table.written()
         for key in snapshot.after:
             await self.entries.put(key, None)
@@ -359,6 +353,23 @@ class TableSessions(SessionStore):
             for key in self.entries.keys_from(partition, entries.epoch_prefix(session_id, epoch)):
                 await self.entries.put(key, None)
         await self.collapse.write_forgotten(snapshot)
+
+    def _fits(self, key: bytes, value: Value | None) -> bytes | None:
+        """The record's bytes, checked against the producer's record limit: the limits keep
+        every state record far below it, so one past it is a defect to log and count, not
+        a crash; it is not sent (None: the key, new, is never written)."""
+        data = value() if callable(value) else value
+        if data is None or len(data) <= self.max_record_bytes:
+            return data
+        metrics.STATE_RECORDS_TOO_LARGE.inc()
+        logs.event(
+            "state_record_too_large",
+            logging.ERROR,
+            key=key[:200].decode(errors="replace"),
+            bytes=len(data),
+            limit=self.max_record_bytes,
+        )
+        return None
 
     def settled(self, snapshot: Snapshot) -> None:
         """The snapshot's changelog records are acknowledged: its states may be dropped."""
@@ -396,6 +407,22 @@ class TableSessions(SessionStore):
 
     def _is_written(self, session_id: str) -> bool:
         return session_id not in self._changed and session_id not in self._unwritten
+
+
+SLICE_SECONDS = 0.005  # the longest a checkpoint's writes keep the event loop
+
+
+class _Slices:
+    """Gives the event loop back once ``SLICE_SECONDS`` of work have passed since it last
+    did: a checkpoint writes thousands of records, and the agent must not wait on it."""
+
+    def __init__(self) -> None:
+        self._since = time.perf_counter()
+
+    async def __call__(self) -> None:
+        if time.perf_counter() - self._since > SLICE_SECONDS:
+            await asyncio.sleep(0)
+            self._since = time.perf_counter()
 
 
 def _due_at(head: bytes, policy: Policy) -> float:
