@@ -59,7 +59,7 @@ from stream_app.core.records import SourceRecord, TopicKind, turn_key
 from stream_app.embedded_broker import WORKER_SETTINGS, EmbeddedBroker, free_port
 from stream_app.pipeline import Pipeline
 from stream_app.replay import record_value, replay
-from stream_app.state.memory import MemoryStore
+from stream_app.state.memory import MemorySessions
 
 SOAK_STEP = 10_000  # sessions fed between two samples of (s)
 REST = 2 * heap.INTERVAL + 5  # seconds (s) rests before it samples a worker at rest
@@ -99,7 +99,7 @@ def core_rate(lines: list[dict[str, Any]]) -> tuple[float, dict[str, int]]:
 
 def state_footprint(sessions: int = 10_000) -> dict[str, float]:
     """Idle sessions (one finished call each, nothing pending): bytes of state and RSS."""
-    pipeline = Pipeline(Policy(org_id="default"), MemoryStore(), clock=lambda: 0.0)
+    pipeline = Pipeline(Policy(org_id="default"), MemorySessions(), clock=lambda: 0.0)
     gc.collect()
     before = _rss_kib()
     for i in range(sessions):

@@ -26,7 +26,7 @@ import orjson
 from stream_app.core.policy import Policy
 from stream_app.core.records import SourceRecord
 from stream_app.pipeline import Pipeline
-from stream_app.state.memory import MemoryStore
+from stream_app.state.memory import MemorySessions
 
 SIZES = (10, 1_000, 20_000)
 MEASURED = 2_000  # records timed at each size
@@ -96,7 +96,7 @@ def cost(size: int) -> tuple[float, float]:
             ("one session", lambda i: "big"),
             ("small sessions", lambda i: f"small-{i // 8}"),
         ):
-            pipeline = Pipeline(policy, MemoryStore(), clock=lambda: 0.0)
+            pipeline = Pipeline(policy, MemorySessions(), clock=lambda: 0.0)
             for record in big:
                 pipeline.process(record)
             records = _measured(session_of)

@@ -19,7 +19,7 @@ from stream_app.core.dead_letter import rejected
 from stream_app.core.records import Origin, Outputs, SourceRecord
 from stream_app.models.dead_letter import Reason
 from stream_app.pipeline import Pipeline
-from stream_app.state.memory import MemoryStore
+from stream_app.state.memory import MemorySessions
 from stream_app.text import counted
 
 REPLAY_INPUT_TOPIC = "replay-input"  # source_topic of a line that is not a record at all
@@ -107,7 +107,7 @@ def replay(
     pipeline: Pipeline | None = None,
 ) -> Counter[str]:
     """Replays ``lines`` and writes every emission; returns the counts for the summary."""
-    pipeline = pipeline or Pipeline(settings.policy(), MemoryStore())
+    pipeline = pipeline or Pipeline(settings.policy(), MemorySessions())
     totals: Counter[str] = Counter()
     for out in records(lines, settings, pipeline):
         for revision in out.turns:

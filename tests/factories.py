@@ -11,7 +11,7 @@ import orjson
 from stream_app.core.policy import Policy
 from stream_app.core.records import Outputs, SourceRecord
 from stream_app.pipeline import Pipeline
-from stream_app.state.memory import MemoryStore
+from stream_app.state.memory import MemorySessions
 from tests.contracts import assert_valid_turn, assert_valid_turn_key
 
 ORG = "acme"
@@ -101,7 +101,7 @@ class Run:
     outputs: list[Outputs] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.pipeline = Pipeline(self.policy, MemoryStore(), clock=lambda: self.now)
+        self.pipeline = Pipeline(self.policy, MemorySessions(), clock=lambda: self.now)
 
     def feed(self, kind: str, value: Any, key: bytes | None = None) -> Outputs:
         raw = value if isinstance(value, bytes) else orjson.dumps(value)

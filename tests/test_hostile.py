@@ -33,7 +33,7 @@ from stream_app.core.records import Outputs, SourceRecord
 from stream_app.embedded_broker import EmbeddedBroker
 from stream_app.pipeline import Pipeline as CorePipeline
 from stream_app.replay import records as replay_records
-from stream_app.state.memory import MemoryStore
+from stream_app.state.memory import MemorySessions
 from tests.contracts import assert_valid_turn, assert_valid_turn_key, validator
 from tests.hostile import (
     CONTRIBUTED,
@@ -88,7 +88,7 @@ def reference(mixed: list[Record], settings: Settings) -> tuple[dict, list[dict]
     """The core as replay drives it, in-process, over the whole mix (raw records, as replay
     lines cannot hold tombstones or non-UTF-8 bytes): final turns, dead letters, counts.
     Each record's fate is checked against its label on the way."""
-    core = CorePipeline(settings.policy(), MemoryStore())
+    core = CorePipeline(settings.policy(), MemorySessions())
     offsets: Counter[str] = Counter()
     final: dict[str, dict] = {}
     dead: list[dict[str, Any]] = []
@@ -381,7 +381,7 @@ def test_twenty_thousand_hostile_records_never_stop_the_worker_nor_touch_a_valid
 
 
 def _core(settings: Settings) -> CorePipeline:
-    return CorePipeline(settings.policy(), MemoryStore())
+    return CorePipeline(settings.policy(), MemorySessions())
 
 
 def worker_gone(worker: WorkerProcess) -> bool:

@@ -2,6 +2,6 @@
 changelog topic for the worker."""
 
 from stream_app.state.base import SessionStore
-from stream_app.state.memory import MemoryStore
+from stream_app.state.memory import MemorySessions
 
-__all__ = ["MemoryStore", "SessionStore"]
+__all__ = ["MemorySessions", "SessionStore"]

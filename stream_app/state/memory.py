@@ -22,7 +22,10 @@ class MemoryCollapse:
         self._first.pop(session_id, None)
 
 
-class MemoryStore(SessionStore):
+class MemorySessions(SessionStore):
+    """Sessions kept as decoded states in a dict, the counterpart of ``TableSessions``
+    (``state/tables.MemoryStore`` is something else: Faust's in-memory table store)."""
+
     def __init__(self) -> None:
         self._sessions: dict[str, SessionState] = {}
         self.collapse = MemoryCollapse()

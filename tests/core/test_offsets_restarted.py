@@ -8,7 +8,7 @@ import orjson
 from stream_app.core.policy import Policy
 from stream_app.core.records import SourceRecord
 from stream_app.pipeline import Pipeline
-from stream_app.state.memory import MemoryStore
+from stream_app.state.memory import MemorySessions
 from tests.factories import ORG, assistant, message
 
 T0 = 1_767_261_600.0
@@ -19,7 +19,7 @@ def record(offset: int, value: dict[str, object], at: float | None) -> SourceRec
 
 
 def test_records_below_the_applied_offset_stamped_later_are_new_and_applied() -> None:
-    pipeline = Pipeline(Policy(org_id=ORG), MemoryStore(), clock=lambda: T0)
+    pipeline = Pipeline(Policy(org_id=ORG), MemorySessions(), clock=lambda: T0)
     for offset in range(5):
         out = pipeline.process(record(offset, message(text=f"m{offset}"), T0 + offset))
         assert out.outcome == "contributed"
@@ -39,6 +39,6 @@ def test_records_below_the_applied_offset_stamped_later_are_new_and_applied() ->
 
 
 def test_without_timestamps_a_record_below_the_applied_offset_stays_a_reread() -> None:
-    pipeline = Pipeline(Policy(org_id=ORG), MemoryStore(), clock=lambda: T0)
+    pipeline = Pipeline(Policy(org_id=ORG), MemorySessions(), clock=lambda: T0)
     pipeline.process(record(4, message(text="m4"), None))
     assert pipeline.process(record(0, message(text="new?"), None)).outcome == "duplicate"
