@@ -1,29 +1,39 @@
 """Batches of applied records on their way to being committable.
 
-The agent applies records one at a time into the open batch and seals it when it is full,
-or as soon as no earlier batch is still being sent. In the background, while the agent
-applies the next records:
+A batch goes through four steps, its ``status`` naming the last one it completed; a step
+begins only from the status before it, and anything else raises (``BatchStateError``):
 
-1. each sealed batch's turn revisions, dead letters and re-keyed records are handed to the
-   producer (after the previous batch's, so a turn's revisions stay in order) and
-   acknowledged by the broker;
-2. at a checkpoint (every ``interval`` seconds, and before a rebalance or a stop) every
-   session changed since the last checkpoint is serialized, at once, and once the batches
-   sealed so far are through step 1, written to the tables (each session once) and its
-   changelog records acknowledged;
-3. then those batches' events are marked applied and acknowledged to Faust, which may then
-   commit their offsets.
+1. OPEN: the agent applies records one at a time into the open batch (``add``).
+2. SEALED: the open batch is sealed when it is full, or as soon as no earlier batch is
+   still being sent (``added``, ``seal_now``), and a new one opens.
+3. SENT: in the background, while the agent applies the next records, the sealed batch's
+   turn revisions, dead letters and re-keyed records are handed to the producer (after the
+   previous batch's, so a turn's revisions stay in order) and acknowledged by the broker;
+   a batch is SENT only once every batch before it is (``_send``).
+4. CHECKPOINTED: at a checkpoint (every ``interval`` seconds, and before a rebalance or a
+   stop), (4a) every session changed since the last checkpoint is serialized at once and,
+   once the batches sealed so far are SENT, written to the tables (each session once) and
+   its changelog records acknowledged; (4b) then those batches' events are marked applied
+   and acknowledged to Faust, batch after batch in the order they were sealed, and Faust
+   may commit their offsets (``checkpoint``).
 
 So a state on the changelog never names a record whose emissions are not on the broker, and
 an offset is never committed before its record's state is on the changelog. Writing a
 session once per checkpoint rather than once per batch keeps the changelog from outgrowing
-the input. A failure in any step stops the worker: nothing after the last checkpoint is
-acknowledged, and it is read again.
+the input.
+
+FAILED: an exception in any step, or the agent failing (``fail``), marks the open batch and
+every batch not yet CHECKPOINTED as FAILED, and stops the worker. A failed batch is never
+acknowledged, nor is any batch after it: the sessions are written as one snapshot of
+everything applied since the last checkpoint, the failing record's partial changes
+included, so no later checkpoint could write a state without them. Everything after the
+last checkpoint is read again by the worker that takes the partitions over.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,11 +47,46 @@ from stream_app.state.sessions import TableSessions
 IN_FLIGHT = 4  # sealed batches being sent at once before the agent waits for the oldest
 
 
+class BatchStatus(enum.Enum):
+    """The last step a batch has completed (the module's docstring numbers them)."""
+
+    OPEN = "open"  # 1
+    SEALED = "sealed"  # 2
+    SENT = "sent"  # 3
+    CHECKPOINTED = "checkpointed"  # 4
+    FAILED = "failed"
+
+
+#: The statuses each status may move to: one step forward, or FAILED before the last.
+TRANSITIONS: dict[BatchStatus, frozenset[BatchStatus]] = {
+    BatchStatus.OPEN: frozenset({BatchStatus.SEALED, BatchStatus.FAILED}),
+    BatchStatus.SEALED: frozenset({BatchStatus.SENT, BatchStatus.FAILED}),
+    BatchStatus.SENT: frozenset({BatchStatus.CHECKPOINTED, BatchStatus.FAILED}),
+    BatchStatus.CHECKPOINTED: frozenset(),
+    BatchStatus.FAILED: frozenset(),
+}
+
+
+class BatchStateError(RuntimeError):
+    """A batch was asked to take a step its status does not allow: a bug, never retried."""
+
+
 @dataclass
 class Batch:
     messages: list[Message] = field(default_factory=list)
     emitted: list[tuple[Outputs, float | None]] = field(default_factory=list)  # + timestamp
     forward: list[tuple[bytes, bytes, int, float]] = field(default_factory=list)
+    #: The last step this batch has completed.
+    status: BatchStatus = BatchStatus.OPEN
+
+    def advance(self, to: BatchStatus) -> None:
+        """Moves to ``to``; raises if that is not the next step (or FAILED).
+
+        The guard makes the lifecycle checkable where it matters: a batch whose send failed
+        is FAILED, and its events can then never reach step 4b."""
+        if to not in TRANSITIONS[self.status]:
+            raise BatchStateError(f"a {self.status.value} batch cannot become {to.value}")
+        self.status = to
 
 
 Send = Callable[[Batch], Awaitable[list[Awaitable[Any]]]]  # hands a batch to the producer
@@ -66,13 +111,19 @@ class Checkpoints:
         self.crash = crash
         self.interval = interval
         self.open = Batch()
+        #: The first failure (``fail``, or an exception in a step): from then on nothing
+        #: is acknowledged.
+        self.failure: BaseException | None = None
         self._handed: asyncio.Future[None] | None = None  # the last batch's sends enqueued
-        self._sending: list[asyncio.Task[None]] = []  # step 1, oldest first
-        self._sealed: list[Batch] = []  # since the last checkpoint, in order
+        self._sending: list[asyncio.Task[None]] = []  # step 3, oldest first
+        self._sealed: list[Batch] = []  # sealed, not yet checkpointed, in order
         self._writing = asyncio.Lock()
         self._timer: asyncio.Task[None] | None = None
 
     def add(self, message: Message) -> Batch:
+        """Step 1: ``message`` is being applied into the open batch, which is returned."""
+        if self.open.status is not BatchStatus.OPEN:
+            raise BatchStateError(f"a record added after the batches {self.open.status.value}")
         self.open.messages.append(message)
         return self.open
 
@@ -90,9 +141,13 @@ class Checkpoints:
             self.seal_now()
 
     def seal_now(self) -> None:
+        """Step 2: seals the open batch, unless it is empty, and starts its step 3."""
+        if self.failure is not None:
+            return  # the open batch has failed with the rest: nothing more is sent
         batch, self.open = self.open, Batch()
         if not batch.messages and not batch.emitted:
             return
+        batch.advance(BatchStatus.SEALED)
         handed = asyncio.get_running_loop().create_future()
         previous, self._handed = self._handed, handed
         before = self._sending[-1] if self._sending else None
@@ -100,31 +155,73 @@ class Checkpoints:
         self._in_flight().append(task)
         self._sealed.append(batch)
 
+    def fail(self, exc: BaseException) -> None:
+        """The agent failed while applying records (``exc``): the open batch and every batch
+        not yet checkpointed are FAILED, and no checkpoint acknowledges them or anything
+        after them (``checkpoint`` does nothing from now on).
+
+        Without it, the stop after the failure settled the open batch like any other, and
+        the committed offset passed the failing record and the records fetched after it:
+        lost, with no dead letter and no count. The worker must stop after this (the
+        agent's failure stops it); ``crash`` is not called here, as the agent's own failure
+        already does that."""
+        self._fail(exc)
+
+    def _fail(self, exc: BaseException) -> bool:
+        """Marks the open batch and every batch not yet checkpointed FAILED; whether this
+        is the first failure (the one to crash the worker with)."""
+        first = self.failure is None
+        if first:
+            self.failure = exc
+        for batch in [*self._sealed, self.open]:
+            if TRANSITIONS[batch.status]:  # not CHECKPOINTED, not FAILED already
+                batch.advance(BatchStatus.FAILED)
+        return first
+
+    async def _failed(self, exc: BaseException) -> None:
+        """A step raised ``exc`` (a cancellation too: a checkpoint cut short has sealed a
+        snapshot no later one repeats): every batch not yet checkpointed fails, and the
+        worker stops, once, whichever step raised first. A FAILED batch always stops the
+        worker: checkpoints do nothing after it, and a worker left running would commit
+        nothing again."""
+        if self._fail(exc):
+            await self.crash(exc)
+
     async def checkpoint(self) -> None:
-        """Steps 2 and 3 for every batch sealed since the last checkpoint."""
+        """Step 4 for every batch sealed before it begins; nothing after a failure."""
         async with self._writing:
-            self.seal_now()
-            batches, self._sealed = self._sealed, []
-            snapshot = self.store.seal()
-            last = self._sending[-1] if self._sending else None
-            if last is not None:  # step 1 of these batches (each waits for the one before)
-                await asyncio.wait([last])
-                last.result()
+            if self.failure is not None:
+                return
             try:
+                self.seal_now()
+                batches = list(self._sealed)
+                # 4a: the sessions, serialized now; written once these batches are SENT.
+                snapshot = self.store.seal()
+                last = self._sending[-1] if self._sending else None
+                if last is not None:  # step 3 of these batches (each waits for the one before)
+                    await asyncio.wait([last])
+                    last.result()
+                if self.failure is not None:
+                    return  # failed meanwhile (``fail``): nothing is written
                 await self.store.write(snapshot)
                 for table in self.tables:
                     await table.written()
+                if self.failure is not None:
+                    return  # nor acknowledged
+                self.store.settled(snapshot)
+                # 4b: the events, acknowledged batch after batch, in the order sealed.
+                for batch in batches:
+                    for message in batch.messages:
+                        self.consumer.applied(message)
+                        self.consumer.ack(message)
+                    batch.advance(BatchStatus.CHECKPOINTED)
+                    del self._sealed[0]  # ``batch``: only seal_now appends, meanwhile
             except BaseException as exc:
-                await self.crash(exc)
+                await self._failed(exc)
                 raise
-            self.store.settled(snapshot)
-            for batch in batches:
-                for message in batch.messages:
-                    self.consumer.applied(message)
-                    self.consumer.ack(message)
 
     def _in_flight(self) -> list[asyncio.Task[None]]:
-        """The batches still in step 1, oldest first; a failed one raises here."""
+        """The batches still in step 3, oldest first; a failed one raises here."""
         while self._sending and self._sending[0].done():
             self._sending.pop(0).result()
         return self._sending
@@ -136,6 +233,7 @@ class Checkpoints:
         handed: asyncio.Future[None],
         before: asyncio.Task[None] | None,
     ) -> None:
+        """Step 3 of one batch."""
         try:
             if previous is not None:
                 await previous
@@ -145,11 +243,14 @@ class Checkpoints:
                 handed.set_result(None)
             await asyncio.gather(*acks)
             if before is not None:
-                await before  # batches enter step 2 in order
+                await before  # batches reach SENT in order
+            if batch.status is BatchStatus.FAILED:
+                return  # failed meanwhile (``fail``): sent again after the restart
+            batch.advance(BatchStatus.SENT)
+            self.observe(batch)
         except BaseException as exc:
-            await self.crash(exc)
+            await self._failed(exc)
             raise
-        self.observe(batch)
         # What the batch sent is on the broker: until its checkpoint only its events are
         # needed, not a second of turns and re-keyed records held in memory.
         batch.emitted.clear()

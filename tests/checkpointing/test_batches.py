@@ -6,7 +6,9 @@ import asyncio
 from collections.abc import Awaitable
 from typing import Any
 
-from stream_app.checkpointing.batches import Batch, Checkpoints
+import pytest
+
+from stream_app.checkpointing.batches import Batch, BatchStateError, BatchStatus, Checkpoints
 from stream_app.core.records import Outputs
 
 
@@ -43,5 +45,276 @@ def test_a_sent_batch_keeps_its_events_and_lets_go_of_what_it_sent() -> None:
         assert batch.emitted == [] and batch.forward == []
         assert checkpoints._timer is not None
         checkpoints._timer.cancel()
+
+    asyncio.run(main())
+
+
+# -- The lifecycle (``batches.py``'s steps 1-4 and FAILED) -----------------------------
+
+
+class Consumer:
+    """Records what the checkpoints tell the consumer, in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, object]] = []
+
+    def applied(self, message: object) -> None:
+        self.calls.append(("applied", message))
+
+    def ack(self, message: object) -> bool:
+        self.calls.append(("ack", message))
+        return True
+
+
+class Store:
+    """The sessions' store as a checkpoint uses it: a snapshot sealed, written, settled."""
+
+    def __init__(self, write_error: BaseException | None = None) -> None:
+        self.write_error = write_error
+        self.sealed = asyncio.Event()  # set when a checkpoint has taken its snapshot
+        self.written: list[int] = []
+        self.snapshots = 0
+
+    def seal(self) -> int:
+        self.snapshots += 1
+        self.sealed.set()
+        return self.snapshots
+
+    async def write(self, snapshot: int) -> None:
+        if self.write_error is not None:
+            raise self.write_error
+        self.written.append(snapshot)
+
+    def settled(self, snapshot: int) -> None:
+        pass
+
+
+class Harness:
+    """Checkpoints whose sends the test acknowledges (or fails) one batch at a time."""
+
+    def __init__(self, store: Store | None = None) -> None:
+        self.consumer = Consumer()
+        self.store = store or Store()
+        self.acks: list[asyncio.Future[None]] = []  # one per batch handed to the producer
+        self.observed: list[Batch] = []
+        self.crashes: list[BaseException] = []
+        self.checkpoints = Checkpoints(
+            store=self.store,  # type: ignore[arg-type]
+            tables=[],
+            consumer=self.consumer,  # type: ignore[arg-type]
+            send=self.send,
+            observe=self.observed.append,
+            crash=self.crash,
+            interval=3600,
+        )
+
+    async def send(self, batch: Batch) -> list[Awaitable[Any]]:
+        ack = asyncio.get_running_loop().create_future()
+        self.acks.append(ack)
+        return [ack]
+
+    async def crash(self, exc: BaseException) -> None:
+        self.crashes.append(exc)
+
+    async def sealed_batch(self, *messages: object) -> Batch:
+        """A batch of ``messages``, sealed and handed to the producer (step 3 under way)."""
+        for message in messages:
+            batch = self.checkpoints.add(message)  # type: ignore[arg-type]
+        await self.checkpoints.added(full=len(messages))
+        assert batch.status is BatchStatus.SEALED
+        await self.handed()
+        return batch
+
+    async def handed(self) -> None:
+        """Until the last sealed batch has been handed to the producer."""
+        assert self.checkpoints._handed is not None
+        await self.checkpoints._handed
+
+    async def sends_done(self) -> None:
+        """Until every send under way has ended, however it ended."""
+        await asyncio.gather(*self.checkpoints._sending, return_exceptions=True)
+
+    def stop_timer(self) -> None:
+        if self.checkpoints._timer is not None:
+            self.checkpoints._timer.cancel()
+
+
+def test_a_batch_takes_its_steps_in_order_or_fails_before_the_last() -> None:
+    # The guard is what makes a failed send unable to reach step 4b: a batch acknowledged
+    # to Faust must have been SENT.
+    allowed = {
+        (BatchStatus.OPEN, BatchStatus.SEALED),
+        (BatchStatus.SEALED, BatchStatus.SENT),
+        (BatchStatus.SENT, BatchStatus.CHECKPOINTED),
+        (BatchStatus.OPEN, BatchStatus.FAILED),
+        (BatchStatus.SEALED, BatchStatus.FAILED),
+        (BatchStatus.SENT, BatchStatus.FAILED),
+    }
+    for start in BatchStatus:
+        for to in BatchStatus:
+            batch = Batch(status=start)
+            if (start, to) in allowed:
+                batch.advance(to)
+                assert batch.status is to
+            else:
+                with pytest.raises(BatchStateError):
+                    batch.advance(to)
+                assert batch.status is start
+
+
+def test_batches_are_sent_and_checkpointed_in_the_order_they_were_sealed() -> None:
+    async def main() -> None:
+        h = Harness()
+        first = await h.sealed_batch("m1", "m2")
+        second = await h.sealed_batch("m3")
+        third = await h.sealed_batch("m4", "m5")
+        for ack in reversed(h.acks):  # the broker answers the last batch first
+            ack.set_result(None)
+        await h.sends_done()
+        assert h.observed == [first, second, third]  # SENT in order all the same
+        assert [b.status for b in (first, second, third)] == [BatchStatus.SENT] * 3
+        await h.checkpoints.checkpoint()
+        assert h.store.written == [1]  # one snapshot for the three
+        assert h.consumer.calls == [
+            (call, message)
+            for message in ("m1", "m2", "m3", "m4", "m5")
+            for call in ("applied", "ack")
+        ]
+        assert [b.status for b in (first, second, third)] == [BatchStatus.CHECKPOINTED] * 3
+        h.stop_timer()
+
+    asyncio.run(main())
+
+
+def test_a_batch_sealed_while_a_checkpoint_waits_belongs_to_the_next_checkpoint() -> None:
+    # Its records may have changed sessions after the snapshot was taken.
+    async def main() -> None:
+        h = Harness()
+        first = await h.sealed_batch("m1")
+        taken = asyncio.create_task(h.checkpoints.checkpoint())
+        await h.store.sealed.wait()  # the snapshot is taken; the checkpoint waits for m1
+        later = await h.sealed_batch("m2")
+        for ack in h.acks:
+            ack.set_result(None)
+        await taken
+        assert h.consumer.calls == [("applied", "m1"), ("ack", "m1")]
+        assert first.status is BatchStatus.CHECKPOINTED
+        await h.sends_done()
+        assert later.status is BatchStatus.SENT
+        await h.checkpoints.checkpoint()
+        assert h.consumer.calls[2:] == [("applied", "m2"), ("ack", "m2")]
+        h.stop_timer()
+
+    asyncio.run(main())
+
+
+def test_a_failed_send_acknowledges_nothing_even_once_the_agent_has_seen_it_fail() -> None:
+    # The agent sees a send fail when it next looks at the batches in flight, which takes
+    # the failed send off the list a checkpoint waits on: the checkpoint of the stop then
+    # found nothing to wait for, and acknowledged a batch whose turns never reached the
+    # broker.
+    async def main() -> None:
+        h = Harness()
+        batch = await h.sealed_batch("m1", "m2")
+        refused = OSError("the broker refused the batch")
+        h.acks[0].set_exception(refused)
+        await h.sends_done()
+        with pytest.raises(OSError):
+            h.checkpoints._in_flight()  # what the agent's next ``added`` does
+        await h.checkpoints.checkpoint()  # the stop's settle
+        assert h.consumer.calls == []
+        assert h.store.written == []
+        assert h.crashes == [refused]
+        assert batch.status is BatchStatus.FAILED
+        assert h.observed == []
+        h.stop_timer()
+
+    asyncio.run(main())
+
+
+def test_a_failed_send_fails_the_batches_after_it_and_stops_the_worker_once() -> None:
+    async def main() -> None:
+        h = Harness()
+        first = await h.sealed_batch("m1")
+        second = await h.sealed_batch("m2")  # sent after the first, whatever the broker says
+        refused = OSError("the broker refused the batch")
+        h.acks[1].set_result(None)
+        h.acks[0].set_exception(refused)
+        await h.sends_done()
+        await h.checkpoints.checkpoint()  # the stop's settle: nothing, and no second error
+        assert h.consumer.calls == []
+        assert h.crashes == [refused]  # once, by the step that failed
+        assert first.status is second.status is BatchStatus.FAILED
+        h.stop_timer()
+
+    asyncio.run(main())
+
+
+def test_records_of_a_failed_agent_are_never_checkpointed() -> None:
+    # Issue 20 item 1: a record whose processing raises stops the agent; the stop then
+    # settled the open batch, and the committed offset passed the failing record and the
+    # valid records fetched after it. Nothing after the last checkpoint may be
+    # acknowledged: the snapshot of the next one would hold the failing record's partial
+    # changes.
+    async def main() -> None:
+        h = Harness()
+        sent = await h.sealed_batch("m1")
+        h.acks[0].set_result(None)
+        await h.sends_done()
+        assert sent.status is BatchStatus.SENT
+        open_batch = h.checkpoints.add("m2")  # type: ignore[arg-type]  # applied
+        h.checkpoints.add("m3")  # type: ignore[arg-type]  # its processing raises
+        h.checkpoints.fail(ValueError("apply raised"))
+        await h.checkpoints.checkpoint()  # the stop's settle (``Consumer.wait_empty``)
+        assert h.consumer.calls == []
+        assert h.store.written == []
+        assert sent.status is open_batch.status is BatchStatus.FAILED
+        assert isinstance(h.checkpoints.failure, ValueError)
+        assert h.crashes == []  # the agent's own failure stops the worker
+        with pytest.raises(BatchStateError):
+            h.checkpoints.add("m4")  # type: ignore[arg-type]
+        h.stop_timer()
+
+    asyncio.run(main())
+
+
+def test_a_failure_while_a_checkpoint_waits_for_its_batches_acknowledges_nothing() -> None:
+    async def main() -> None:
+        h = Harness()
+        batch = await h.sealed_batch("m1")
+        taken = asyncio.create_task(h.checkpoints.checkpoint())
+        await h.store.sealed.wait()  # waiting for m1's send
+        h.checkpoints.fail(ValueError("apply raised"))
+        h.acks[0].set_result(None)
+        await taken
+        assert h.consumer.calls == []
+        assert h.store.written == []
+        assert batch.status is BatchStatus.FAILED
+        assert h.observed == []  # sent again, and counted, by the worker that reads it again
+        h.stop_timer()
+
+    asyncio.run(main())
+
+
+def test_a_failed_write_fails_every_batch_not_yet_checkpointed() -> None:
+    async def main() -> None:
+        refused = OSError("a changelog record was refused")
+        h = Harness(Store(write_error=refused))
+        batch = await h.sealed_batch("m1")
+        h.acks[0].set_result(None)
+        await h.sends_done()
+        later = h.checkpoints.add("m2")  # type: ignore[arg-type]
+        taken = asyncio.create_task(h.checkpoints.checkpoint())  # seals m2 too
+        await h.store.sealed.wait()
+        h.acks[1].set_result(None)
+        with pytest.raises(OSError):
+            await taken
+        h.store.write_error = None
+        await h.checkpoints.checkpoint()  # nothing after a failure, not even a retry
+        assert h.consumer.calls == []
+        assert h.store.written == []
+        assert batch.status is later.status is BatchStatus.FAILED
+        assert h.crashes == [refused]
+        h.stop_timer()
 
     asyncio.run(main())
