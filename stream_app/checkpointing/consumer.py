@@ -1,57 +1,55 @@
 """Faust's Kafka consumer with its at-least-once holes closed (SPEC §5).
 
-Faust commits, for each partition, the offset after the longest run of acknowledged events.
-Three of its ways of counting that run could commit past an event no agent had applied,
-and a worker killed after such a commit loses the event for good:
+A committed offset must be one whose record, and every record before it, the agent has
+applied with its effects on the broker: a worker killed right after that commit loses
+nothing. Faust's own bookkeeping can commit past a record no agent applied, and its drain
+loop can hand an agent a partition's records out of order or with holes, which the core
+(it applies a source record once, by offset) takes for duplicates. The rules below close
+those holes; each method that overrides Faust or aiokafka cites the rules it keeps. How each
+hole was found, with the upstream issues, is in ``docs/internals.md`` ("The consumer's
+rules and where they come from"); the private names of Faust and aiokafka relied on here
+are pinned, and checked against the installed versions, in ``pins.py``.
 
-- a stream acknowledges the events it skips, among them those it takes while a rebalance
-  has suspended the flow and those fetched before the rebalance (faust-streaming #216,
-  #221), although no agent applied them: here an acknowledgement counts only for an event
-  the agent has marked ``applied``, in the consumer generation it was fetched in;
-- the run is taken from the first acknowledged offset even when it does not start at the
-  committed one: with nothing committed yet any run counted, and an offset missing right
-  after the committed one was not seen as a gap (#312): here a run must start at the
-  committed offset (or at the start of the log), and only acknowledged offsets extend it;
-- a jump in fetched offsets marks the fetched event itself as a gap, i.e. as done before
-  it is processed: here a gap ends before the event that revealed it.
-
-And Faust's drain loop (``Consumer._drain_messages``) could hand the agent a partition's
-records out of order or with holes: a fetch in flight while Faust seeks back to the committed
-offsets (after recovery) delivered records from the old position first and then dropped the
-re-read ones as read before; a fetch dropped while the flow was stopped was never read again
-when that seek failed ("exception performing seek when flow not active"). The core applies a
-source record once, by offset, so a record that came after a later one was taken for a
-duplicate: a session lost it. Here each partition of an agent's source is delivered from the
-offset it was sought to, one offset after the other; any other offset makes the partition be
-sought back, and offsets missing from that fresh read do not exist and are a gap. A
-rebalance, and a seek to the committed offsets, first make every partition expect its last
-known committed offset again: what an earlier generation delivered (and the stream dropped,
-its generation past) is read again and delivered, never taken for read. The loop
-also awaits each such delivery instead of racing it against the flow's suspension in two
-tasks per message (Faust's ``wait_first``, a tenth of a busy worker's CPU), and delivers
-consecutive records of one partition (up to ``RUN_RECORDS``, taken from a fetch a run at a
-time by ``RunScheduler``) as one event, the run's first record, whose stream hands the agent
-the run (``delivered``): a run is accepted, offset by offset, exactly as single records were,
-and delivered before anything else is awaited, so it is delivered, dropped with a
-generation, or read again whole. Faust's per-event path then costs once per run. Changelog
-records (a standby's) keep Faust's delivery exactly: a standby that skipped one and applied
-the next would persist an offset past it, and a worker taking the partition over would
-never read it (turn bodies went missing so when the streams' flow was paused).
-
-Nothing is delivered to an agent in a generation until its recovery has resumed the streams:
-Faust resumes the consumer's flow while recovery reads the changelogs and only then seeks the
-stream partitions and resumes the app's flow control, which empties every agent's queue
-(faust-streaming #596). What a partition delivered in between was dropped with the queue
-while its offsets counted as delivered: a worker that took partitions over with a backlog
-lost the rest of it (the scale test's missing turns). Every such partition has an
-expectation before its first delivery: with no committed offset it is the start of its log,
-so a record read and not delivered is always read again. And the commit only walks the
-acknowledged offsets from the committed one, dropping those below it, so a commit that does
-not go through (or a committed offset learnt late) never strands a run it has to start from.
-
-The agent acknowledges an event only once its turns, dead letters and state are written, and
-Faust flushes the producer before every commit, so a committed offset is one whose effects
-are on the broker. The consumer's fetch wait, hard-coded by Faust, is a setting here.
+R1  Deliver exactly the expected offset, else seek back. Each partition an agent reads (an
+    agent source: a topic whose events are acknowledged) delivers only the offset it
+    expects next, and a delivery moves the expectation past what it delivered. An offset
+    below it was delivered since the last seek and is dropped; an offset above it makes the
+    partition be sought back to the expected offset, and the rest of that fetch of the
+    partition is dropped as stale.
+R2  An acknowledgement counts only for an event the agent has marked ``applied``, in the
+    consumer generation it was fetched in. Any other is dropped: its partition is read
+    again from the committed offset, and the event comes again.
+R3  A commit walks from the committed offset: what may be committed is the end of the run
+    of acknowledged or absent offsets that starts exactly there. Nothing known committed,
+    nothing committed; acknowledged offsets are dropped only once the committed offset
+    covers them, so a commit that does not go through strands nothing.
+R4  Absent offsets end before the record that revealed them. When the read from a
+    sought-back offset still starts above it, the offsets in between do not exist
+    (transaction markers, compaction) and count as done; the record read is not done
+    until it is applied.
+R5  A rebalance, and every seek to the committed offsets, make each partition expect its
+    last known committed offset; one the seek found uncommitted expects the start of its
+    log, and one with no expectation at all (that seek failed) its committed offset, else
+    the first offset read. What an earlier generation delivered is thus delivered again,
+    never taken for read.
+R6  Nothing is delivered in a generation until recovery has resumed its streams, nor while
+    the consumer's flow is stopped; a standby's changelog records wait likewise. Recovery
+    then reads each agent source partition again from its expected offset, and each
+    standby partition from where its table stands.
+R7  A delivery during which a rebalance or a seek to the committed offsets happened moves
+    no expectation and no read offset: its stream drops it with its generation.
+R8  Consecutive records of one partition (at most ``RUN_RECORDS``, no hole inside) are
+    delivered as one event, the run's first record; the agent takes the run from
+    ``delivered``. A run is accepted offset by offset under R1 and delivered before anything
+    else is awaited, so a rebalance delivers, drops or re-reads it whole.
+R9  Records of other topics (changelogs, replies) are delivered exactly as Faust does (R6
+    aside): a standby that skipped one and applied the next would persist an offset past it.
+R10 Before a rebalance or a stop, every applied batch is settled (``settle``: its effects
+    written, its events acknowledged) before Faust waits for unacknowledged events.
+R11 A seek runs in the thread that owns the aiokafka consumer while its caller blocks, so
+    nothing else runs on the event loop before it is done.
+R12 The fetch wait is the app's setting (``ConsumerThread.fetch_max_wait_ms``), not Faust's
+    fixed 1,500 ms: a broker holds a fetch up to that long when it has nothing new.
 """
 
 from __future__ import annotations
@@ -72,11 +70,11 @@ from faust.transport.utils import DefaultSchedulingStrategy
 from faust.types import TP, Message
 from mode import ServiceT
 
-RUN_RECORDS = 100  # at most this many records of a partition delivered as one
+RUN_RECORDS = 100  # at most this many records of a partition delivered as one (R8)
 
 
 class RunScheduler(DefaultSchedulingStrategy):
-    """Faust's round robin between partitions, a run of records of one at a time.
+    """Faust's round robin between partitions, a run of records of one at a time (R8).
 
     Faust's own takes one record of each partition in turn, which leaves no run to deliver.
     """
@@ -95,33 +93,32 @@ class RunScheduler(DefaultSchedulingStrategy):
 
 
 class ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
-    """Faust's consumer thread, with the fetch wait of the app's settings and its seeks
-    made in the thread that owns the aiokafka consumer."""
+    """Faust's consumer thread, with the fetch wait of the app's settings (R12) and its
+    seeks made in the thread that owns the aiokafka consumer (R11)."""
 
+    #: The aiokafka consumer's fetch wait in ms (R12), set by the app from its settings.
     fetch_max_wait_ms: ClassVar[int] = 500
+    #: How long a seek may wait for the consumer thread before it raises (R11).
     seek_timeout_s: ClassVar[float] = 30.0
 
     def _create_worker_consumer(self, transport: Any) -> AIOKafkaConsumer:
+        """R12: Faust passes 1,500 ms; the test broker holds every fetch for all of its
+        wait, which is latency on every hop."""
         consumer = super()._create_worker_consumer(transport)
-        # Faust passes 1,500 ms. A broker holds a fetch up to this long when it has nothing
-        # new; the test broker holds every fetch for all of it, which is latency per hop.
         consumer._fetch_max_wait_ms = self.fetch_max_wait_ms
         return consumer
 
     def seek(self, partition: TP, offset: int) -> None:
-        """Seeks in the consumer thread, while the caller (the event loop) waits.
+        """R11: seeks in the consumer thread, while the caller (the event loop) waits.
 
         Faust calls aiokafka's ``seek`` from the event loop's thread while the consumer
-        thread may be in the middle of reading its fetched records: the fetcher crashed
-        (``KeyError`` in ``fetched_records``), and a seek landing between the read of a
-        partition's records and the position moved past them would be overwritten, its
-        re-read skipped. Queued to the thread's loop, the seek runs between two of its steps.
-
-        The caller blocks, it does not await: nothing else runs on the event loop before the
-        seek is done, exactly as with Faust's direct call. Awaiting it (Faust's
-        ``call_thread``) let a drain loop read and deliver meanwhile, and the crash test lost
-        decisions (reverted in d90ac64). The consumer thread never waits on the event loop
-        synchronously, so this cannot deadlock; it waits for at most one step of that loop.
+        thread may be reading its fetched records: the fetcher crashed, and a seek landing
+        between a partition's read and the position moved past it would be overwritten,
+        its re-read skipped. Queued to the thread's loop, the seek runs between two of its
+        steps. The caller blocks rather than awaits, so the drain loop cannot read and
+        deliver before the seek is done (awaiting it lost decisions in the crash test).
+        The consumer thread never waits on the event loop synchronously, so this cannot
+        deadlock; it waits for at most one step of that loop.
         """
         seek = self._ensure_consumer().seek
         loop = self.thread_loop
@@ -155,66 +152,51 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
 
 
 class Consumer(faust_aiokafka.Consumer):
-    """Commits only runs of processed offsets that start at the committed offset."""
+    """Commits only runs of applied offsets that start at the committed offset, and
+    delivers each agent source partition in order from where it was sought (R1-R12)."""
+
+    #: Events the agent has marked applied and not yet acknowledged (R2).
+    _applied: WeakSet[Message]
+    #: A run's first record -> the rest of its run, for as long as that record lives (R8).
+    _runs: WeakKeyDictionary[Message, list[Message]]
+    #: The offset each agent source partition must deliver next (R1, R5).
+    _next: dict[TP, int]
+    #: Partitions sought back to this offset and not read from it since (R1, R4).
+    _rereading: dict[TP, int]
+    #: Rebalances and seeks to the committed offsets so far: a delivery that spans one
+    #: moves nothing (R7).
+    _seeks: int
+    #: The generation whose streams recovery has resumed (R6).
+    _resumed: int | None
+    #: What the last seek to the committed offsets found, by partition (R5).
+    _sought: Mapping[TP, int | None]
+    #: Set by the app: settles every batch applied so far (R10, ``batches.py``).
+    settle: Callable[[], Awaitable[None]] | None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._applied: WeakSet[Message] = WeakSet()
-        # A run's first record -> the rest of the run, for as long as that record lives.
-        self._runs: WeakKeyDictionary[Message, list[Message]] = WeakKeyDictionary()
-        self._next: dict[TP, int] = {}  # the offset each partition must deliver next
-        self._rereading: dict[TP, int] = {}  # sought back to this offset, not yet read
-        self._seeks = 0  # seeks to the committed offsets so far
-        self._resumed: int | None = None  # the generation whose streams recovery resumed
-        self._sought: Mapping[TP, int | None] = {}  # the last seek to the committed offsets
-        # Set by the app: settles every batch applied so far (``checkpointing/batches.py``).
-        self.settle: Callable[[], Awaitable[None]] | None = None
+        self._applied = WeakSet()
+        self._runs = WeakKeyDictionary()
+        self._next = {}
+        self._rereading = {}
+        self._seeks = 0
+        self._resumed = None
+        self._sought = {}
+        self.settle = None
 
     def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
+        """R11, R12: the consumer thread of this module."""
         return ConsumerThread(self, loop=self.loop, beacon=self.beacon)
 
-    def streams_resumed(self, generation: int) -> None:
-        """Recovery has resumed the streams of ``generation`` (and emptied their queues)."""
-        self._resumed = generation
-
-    async def read_again(self, offsets: Mapping[TP, int]) -> None:
-        """Seeks each partition to its offset; one no longer assigned is left alone."""
-        for tp, offset in offsets.items():
-            with contextlib.suppress(IllegalStateError):  # moved on: a rebalance
-                await self.seek(tp, offset)
-
-    async def read_again_from_expected(self) -> None:
-        """Before the streams resume: each agent source partition is read again from its
-        expected offset. What was read while recovery ran was held back, and a partition
-        with nothing newer to fetch would never have come back to it (a restarted worker
-        left a partition's backlog unprocessed so)."""
-        ordered = self.app.topics.acks_enabled_for
-        await self.read_again({tp: o for tp, o in self._next.items() if ordered(tp.topic)})
-
-    def applied(self, message: Message) -> None:
-        """Marks an event whose effects are all written: its acknowledgement then counts."""
-        self._applied.add(message)
-
-    def ack(self, message: Message) -> bool:
-        if message not in self._applied or (
-            message.generation_id != self.app.consumer_generation_id
-        ):
-            # Skipped, or fetched before the latest rebalance: its partition is sought back
-            # to the committed offset, so the event comes again and is applied then.
-            self._unacked_messages.discard(message)
-            return False
-        self._applied.discard(message)
-        return bool(super().ack(message))
-
-    def delivered(self, message: Message) -> list[Message]:
-        """The records delivered as ``message``: itself and the rest of its run. Every agent
-        on these topics must read its events so (one that reads ``event.value`` sees only
-        each run's first record)."""
-        return [message, *self._runs.get(message, ())]
+    # -- Delivery (R1, R4-R9) -----------------------------------------------------------
 
     async def _drain_messages(self, fetcher: ServiceT) -> None:
-        """Faust's drain loop, delivering each partition in order from where it was sought,
-        a run of consecutive records of one partition at a time."""
+        """Faust's drain loop: an agent source record is taken under R1 (``_take``) into
+        a run of its partition (R8); any other record is delivered as Faust does (R9).
+
+        Each delivery is awaited rather than raced against the flow's suspension in two
+        tasks, as Faust's ``wait_first`` does per message (a tenth of a busy worker's CPU):
+        a rebalance's seek reads again whatever it interrupts (R5, R7)."""
         ordered = self.app.topics.acks_enabled_for  # the agents' sources, not changelogs
         standbys = cast(TableManager, self.app.tables).recovery.standby_tps  # kept warm
         stopped: tuple[type[BaseException], ...] = (
@@ -223,35 +205,16 @@ class Consumer(faust_aiokafka.Consumer):
         )
         try:
             while not (self.should_stop or fetcher.should_stop):
-                sought: set[TP] = set()  # read again: the rest of this fetch is stale
-                run: list[Message] = []  # accepted, not yet delivered: nothing awaits meanwhile
+                sought: set[TP] = set()  # sought back: the rest of this fetch is stale (R1)
+                run: list[Message] = []  # accepted, not yet delivered: nothing awaits (R8)
                 async for tp, message in self.getmany(timeout=1.0):
                     if run and (tp != run[0].tp or len(run) >= RUN_RECORDS):
                         await self._deliver(run)
                         run = []
-                    if tp in sought:
-                        continue
-                    offset = message.offset
                     if not ordered(message.topic):
-                        if tp in standbys and self._resumed != self.app.consumer_generation_id:
-                            continue  # read again once the streams are resumed (recovery)
-                        await self._deliver_as_faust_does(tp, message)
-                        continue
-                    if not self.flow_active or self._resumed != self.app.consumer_generation_id:
-                        continue  # a rebalance or its recovery is under way: read it again
-                    expected = run[-1].offset + 1 if run else self._next.get(tp)
-                    if expected is None:
-                        expected = self._next[tp] = self._start_of(tp, offset)
-                    if offset < expected:
-                        continue  # delivered already, since the last seek
-                    if offset > expected:
-                        if run:
-                            await self._deliver(run)
-                            run = []
-                        if not await self._in_order(tp, offset):
-                            sought.add(tp)
-                            continue
-                    run.append(message)
+                        await self._deliver_as_faust_does(tp, message, standbys)
+                    elif await self._take(tp, message, run, sought):
+                        run.append(message)
                 if run:
                     await self._deliver(run)
                 await asyncio.sleep(0)
@@ -259,10 +222,63 @@ class Consumer(faust_aiokafka.Consumer):
             if not self.app.should_stop:
                 raise  # stopping the app stops the consumer under the loop: not an error
 
+    async def _take(self, tp: TP, message: Message, run: list[Message], sought: set[TP]) -> bool:
+        """Whether an agent source record is the next to deliver (R1), in one place.
+
+        The record is the next if its offset is the one expected: the run's next, else the
+        partition's (R5). A record that reveals a hole first has the run before it
+        delivered (R8: no run spans a hole), then either ends a fresh read from the
+        expected offset, the hole being absent offsets (R4), or has the partition sought
+        back to that offset; then False, and ``sought`` names the partition.
+
+        Worked example, the partition expecting 600 and nothing in the run:
+
+        - 600 is taken; 601 then is too (the run expects 601); 598 is dropped (R1).
+        - 700 is not: the partition is sought back to 600, and 701 in the same fetch is
+          dropped as stale. If the read from 600 then starts at 603, offsets 600-602 do
+          not exist: they are absent (R4) and 603 is taken.
+        """
+        if tp in sought or not (self.flow_active and self._recovered()):
+            return False  # stale (R1); a rebalance or its recovery is under way (R6)
+        offset = message.offset
+        expected = run[-1].offset + 1 if run else self._expected(tp, offset)
+        if offset == expected:
+            return True
+        if offset < expected:
+            return False  # delivered already, since the last seek
+        if run:
+            await self._deliver(run)
+            run.clear()
+            expected = self._expected(tp, offset)  # as that delivery left it (R7)
+            if offset == expected:
+                return True
+        if self._rereading.pop(tp, None) == expected:
+            self._mark_absent(tp, expected, offset)  # a fresh read from there (R4)
+            return True
+        self._rereading[tp] = expected
+        with contextlib.suppress(IllegalStateError):  # no longer assigned: the rebalance
+            await self.seek(tp, expected)  # under way seeks to the committed offset (R5)
+        sought.add(tp)
+        return False
+
+    def _expected(self, tp: TP, offset: int) -> int:
+        """R5: the partition's expectation; without one, its committed offset, else (the
+        seek to the committed offsets failed) ``offset``, the offset at hand."""
+        expected = self._next.get(tp)
+        if expected is None:
+            committed = self._committed_offset.get(tp)
+            expected = self._next[tp] = offset if committed is None else committed
+        return expected
+
+    def _recovered(self) -> bool:
+        """R6: whether recovery has resumed the streams of the current generation."""
+        return self._resumed == self.app.consumer_generation_id
+
     async def _deliver(self, run: list[Message]) -> None:
-        """Delivers a run of consecutive records of one partition as its first record (the
-        agent takes the rest from ``delivered``): Faust's conductor, channel and stream
-        then cost once per run, not once per record."""
+        """R8: delivers a run of consecutive records of one partition as its first record
+        (the agent takes the rest from ``delivered``): Faust's conductor, channel and stream
+        then cost once per run, not once per record. R7: a delivery that a seek to the
+        committed offsets overtook moves nothing."""
         first, last = run[0], run[-1]
         if len(run) > 1:
             self._runs[first] = run[1:]  # not the first itself: the entry would keep it alive
@@ -272,38 +288,71 @@ class Consumer(faust_aiokafka.Consumer):
             self._read_offset[first.tp] = last.offset
             self._next[first.tp] = last.offset + 1
         if self._commit_every is not None and self._n_acked >= self._commit_every:
-            self._n_acked = 0
+            self._n_acked = 0  # Faust's commit every n acknowledgements, kept
             await self.commit()
 
-    async def _deliver_as_faust_does(self, tp: TP, message: Message) -> None:
-        """A changelog record (a standby's, or a reply): Faust's own delivery, unchanged."""
+    async def _deliver_as_faust_does(self, tp: TP, message: Message, standbys: set[TP]) -> None:
+        """R9: a changelog record (a standby's, or a reply) is delivered as Faust does, but
+        a standby's waits until recovery has resumed the streams (R6), which empties the
+        changelog queue: the standby would otherwise apply later records past lost ones."""
+        if tp in standbys and not self._recovered():
+            return  # read again once the streams are resumed
         last = self._read_offset[tp]
         if last is None or message.offset >= last:
             await self.wait_first(self.callback(message), self.suspend_flow.wait())
             self._read_offset[tp] = message.offset
 
-    async def _in_order(self, tp: TP, offset: int) -> bool:
-        """Whether ``offset`` (not below the expected one) may be delivered; if not, the
-        partition is read again from the expected offset.
+    def delivered(self, message: Message) -> list[Message]:
+        """R8: the records delivered as ``message``, itself and the rest of its run. Every
+        agent on these topics must read its events so (one that reads ``event.value``
+        sees only each run's first record)."""
+        return [message, *self._runs.get(message, ())]
 
-        Offsets missing in a fresh read from the expected one do not exist (transaction
-        markers, compaction): that gap is done. Anything else missing was fetched and lost
-        between Faust's layers, and the partition is sought back to it.
+    def _mark_absent(self, tp: TP, start: int, end: int) -> None:
+        """R4: offsets ``start`` up to, not including, ``end`` do not exist; they count as
+        done for the commit (R3).
+
+        This replaces Faust's ``_add_gap(tp, offset_from, offset_to)``, whose interval
+        includes ``offset_to``, the fetched record that revealed the gap: it counts as done
+        before it is applied, and a crash commits past it. Its only caller is Faust's drain
+        loop, replaced here, so no override under its name is needed; ``pins.py`` checks
+        that no other Faust code calls it.
+
+        Examples, the committed offset 11: ``(11, 13)`` marks 11 and 12, not 13; ``(9, 13)``
+        marks 11 and 12 too (the committed offset covers the rest); ``(11, 11)`` marks
+        nothing. With nothing committed, ``(5, 7)`` marks 5 and 6.
         """
-        expected = self._next[tp]
-        if offset == expected:
-            return True
-        if self._rereading.get(tp) == expected:
-            del self._rereading[tp]
-            await self._add_gap(tp, expected, offset)
-            return True
-        self._rereading[tp] = expected
-        with contextlib.suppress(IllegalStateError):  # no longer assigned: the rebalance
-            await self.seek(tp, expected)  # under way seeks to the committed offset
-        return False
+        committed = self._committed_offset[tp]
+        start = start if committed is None else max(start, committed)
+        if start < end:
+            gaps = self._gap[tp]
+            gaps.addi(start, end)
+            gaps.merge_overlaps()
+
+    # -- Expectations and recovery (R5, R6) ---------------------------------------------
+
+    def streams_resumed(self, generation: int) -> None:
+        """R6: recovery has resumed the streams of ``generation`` (and emptied their
+        queues): from here a delivered record stays delivered."""
+        self._resumed = generation
+
+    async def read_again(self, offsets: Mapping[TP, int]) -> None:
+        """R6: seeks each partition to its offset; one no longer assigned is left alone."""
+        for tp, offset in offsets.items():
+            with contextlib.suppress(IllegalStateError):  # moved on: a rebalance
+                await self.seek(tp, offset)
+
+    async def read_again_from_expected(self) -> None:
+        """R6: before the streams resume, each agent source partition is read again from
+        its expected offset. What was read while recovery ran was held back, and a
+        partition with nothing newer to fetch would never come back to it (a restarted
+        worker left a partition's backlog unprocessed so)."""
+        ordered = self.app.topics.acks_enabled_for
+        await self.read_again({tp: o for tp, o in self._next.items() if ordered(tp.topic)})
 
     def stop_flow(self) -> None:
-        """A rebalance begins: each partition expects its last known committed offset again.
+        """R5: a rebalance begins, and each partition expects its last known committed
+        offset again.
 
         What this generation delivered past it may have been dropped by the stream (its
         generation past) and must be delivered again, not taken for read; the new
@@ -314,23 +363,19 @@ class Consumer(faust_aiokafka.Consumer):
         self._expect_committed()
 
     def _expect_committed(self) -> None:
-        """Every partition expects its last known committed offset (none known: any)."""
+        """R5, R7: every partition expects its last known committed offset (none known:
+        none, and ``_expected`` decides at its first record)."""
         self._seeks += 1
         self._next = {tp: c for tp, c in self._committed_offset.items() if c is not None}
         self._rereading.clear()
 
-    async def wait_empty(self) -> None:
-        """Before a rebalance or a stop: every applied event settled, then Faust's wait."""
-        if self.settle is not None:
-            await self.settle()
-        await super().wait_empty()
-
     async def seek_to_committed(self) -> Mapping[TP, int]:
+        """R5: remembers which partitions this seek asked about, and what it found."""
         self._sought = sought = await super().seek_to_committed()
         return sought
 
     async def perform_seek(self) -> None:
-        """Seeks to the committed offsets, and expects them; a partition with none is
+        """R5: seeks to the committed offsets, and expects them; a partition with none is
         expected from the start of its log, where the consumer reads it from.
 
         Without an expectation a partition took any offset first, and a record read but
@@ -351,22 +396,48 @@ class Consumer(faust_aiokafka.Consumer):
                     self._committed_offset[tp] = max(0, start or 0)
         self._expect_committed()
 
-    def _start_of(self, tp: TP, offset: int) -> int:
-        """The expectation of a partition no seek has set one for: its committed offset,
-        else (the seek failed) the offset at hand."""
-        committed = self._committed_offset.get(tp)
-        return offset if committed is None else committed
+    # -- Acknowledgement and commit (R2, R3, R10) ---------------------------------------
 
-    async def _add_gap(self, tp: TP, offset_from: int, offset_to: int) -> None:
-        """Offsets ``offset_from`` up to, not including, ``offset_to`` (the fetched event)."""
-        committed = self._committed_offset[tp]
-        start = offset_from if committed is None else max(offset_from, committed)
-        if start < offset_to:
-            gaps = self._gap[tp]
-            gaps.addi(start, offset_to)
-            gaps.merge_overlaps()
+    def applied(self, message: Message) -> None:
+        """R2: marks an event whose effects are all written: its acknowledgement counts."""
+        self._applied.add(message)
+
+    def ack(self, message: Message) -> bool:
+        """R2: only an applied event of the current generation is acknowledged to Faust."""
+        if message not in self._applied or (
+            message.generation_id != self.app.consumer_generation_id
+        ):
+            # Skipped, or fetched before the latest rebalance: its partition is sought back
+            # to the committed offset, so the event comes again and is applied then.
+            self._unacked_messages.discard(message)
+            return False
+        self._applied.discard(message)
+        return bool(super().ack(message))
+
+    async def wait_empty(self) -> None:
+        """R10: before a rebalance or a stop, every applied event is settled, then Faust
+        waits for the acknowledgements (the agent acknowledges only at a checkpoint)."""
+        if self.settle is not None:
+            await self.settle()
+        await super().wait_empty()
 
     def _new_offset(self, tp: TP) -> int | None:
+        """R3: the offset to commit, walked from the committed one over acknowledged (R2)
+        and absent (R4) offsets; None: nothing new to commit.
+
+        Worked examples, the committed offset 10:
+
+        - acknowledged 10, 11, 12: 13.
+        - acknowledged 11, 12: None, 10 is missing (Faust committed 13 here, #312).
+        - acknowledged 10, absent 11-12 (R4), acknowledged 13: 14. Without 13 acknowledged:
+          13, so a crash reads 13 again (Faust's gap took 13 in, and committed 14).
+        - acknowledged 3 and 10 (3 left from before a rebalance): 11, and 3 is dropped;
+          10 stays until a commit covers it, so if the commit of 11 fails and the
+          committed offset later proves to be 8 (learnt late), 8 and 9 hold the commit and
+          10 is still there when they come.
+        - nothing committed (None), acknowledged 0, 1: None, whatever the run, until the
+          committed offset is known.
+        """
         committed = self._committed_offset[tp]
         acked = self._acked[tp]
         gaps = self._gap[tp]
@@ -393,4 +464,6 @@ class Consumer(faust_aiokafka.Consumer):
 
 
 class Transport(faust_aiokafka.Transport):
+    """Faust's aiokafka transport with the consumer of this module."""
+
     Consumer = Consumer

@@ -1,7 +1,8 @@
 """The holes closed in Faust's commit bookkeeping (``checkpointing/consumer.py``).
 
 Each test drives the real Faust consumer of this app (no broker is needed to count acks)
-and fails with Faust's own ``ack`` / ``_new_offset`` / ``_add_gap``.
+and fails with Faust's own ``ack`` / ``_new_offset`` / ``_add_gap`` (replaced here by
+``_mark_absent``, rule R4). The rules the tests name are those of ``consumer.py``'s docstring.
 """
 
 from __future__ import annotations
@@ -20,12 +21,25 @@ from faust.types import TP
 from faust.types.tuples import ConsumerMessage
 from mode.utils.queues import FlowControlQueue
 
-from stream_app.app import App
-from stream_app.checkpointing.consumer import RUN_RECORDS, Consumer, ConsumerThread, RunScheduler
+from stream_app.checkpointing.consumer import (
+    RUN_RECORDS,
+    Consumer,
+    ConsumerThread,
+    RunScheduler,
+    Transport,
+)
 from stream_app.state.recovery import FetchEndTableManager
 
 TOPIC = "inputs"
 tp = TP(TOPIC, 0)
+
+
+class App(faust.App):
+    """Faust's app with this app's consumer, as ``stream_app.app.App`` makes it; that module
+    reads the settings and declares the worker's topics when it is imported."""
+
+    def _new_transport(self) -> Transport:
+        return Transport(self.conf.broker_consumer, self)
 
 
 @pytest.fixture
@@ -87,7 +101,7 @@ def test_with_nothing_committed_no_run_is_guessed_to_start_the_partition(
 def test_a_gap_ends_before_the_event_that_revealed_it(consumer: Consumer) -> None:
     consumer._committed_offset[tp] = 11
     # Fetched 13 right after 10: offsets 11 and 12 do not exist (compaction, markers).
-    asyncio.run(consumer._add_gap(tp, 11, 13))
+    consumer._mark_absent(tp, 11, 13)
     assert consumer._new_offset(tp) == 13  # not past 13, which is not applied yet
     consumer._committed_offset[tp] = 13  # as the commit of that offset does
     done(consumer, 13)
