@@ -73,6 +73,9 @@ class BatchStateError(RuntimeError):
 
 @dataclass
 class Batch:
+    """Records applied together, sent together and acknowledged together: their events
+    (``messages``) are kept until step 4, what they emit and forward only until step 3."""
+
     messages: list[Message] = field(default_factory=list)
     emitted: list[tuple[Outputs, float | None]] = field(default_factory=list)  # + timestamp
     forward: list[tuple[bytes, bytes, int, float]] = field(default_factory=list)

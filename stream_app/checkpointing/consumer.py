@@ -80,6 +80,8 @@ class RunScheduler(DefaultSchedulingStrategy):
     """
 
     def iterate(self, records: Mapping[TP, list[Any]]) -> Iterator[tuple[TP, Any]]:
+        """R8: up to ``RUN_RECORDS`` of each partition in turn, so a fetch yields whole
+        runs and no partition waits for another's backlog."""
         start = 0
         while True:
             left = False
