@@ -231,7 +231,7 @@ def create_app(settings: Settings) -> faust.App:
         if not routing.copartitioned:
             # Asked once: which path a record takes must never change for a topic.
             counts = await partition_counts(
-                bootstrap_servers(app), list(routing.kinds), **client_options(app)
+                bootstrap_servers(app), list(routing.kinds), client_options(app)
             )
             routing.copartitioned.update({name: n == partitions for name, n in counts.items()})
         logs.event(

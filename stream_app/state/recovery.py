@@ -11,22 +11,33 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from typing import Any, cast
+from collections.abc import Mapping
+from typing import Protocol, cast
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
 from faust.tables.manager import TableManager
 from faust.tables.recovery import Recovery
 from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
-from faust.types import TP
-
-from stream_app.checkpointing.consumer import Consumer
+from faust.types import TP, AppT, ConsumerT
 
 FETCH_WAIT_MS = 50
 
 
+class ResumingConsumer(Protocol):
+    """What recovery tells the app's consumer (``checkpointing/consumer.Consumer``, rule
+    R6). A protocol rather than an import: ``checkpointing/`` builds on ``state/``, so
+    ``state/`` must not import it back (``tests/test_code_quality.py`` checks both)."""
+
+    async def read_again_from_expected(self) -> None: ...
+
+    async def read_again(self, offsets: Mapping[TP, int], /) -> None: ...
+
+    def streams_resumed(self, generation: int, /) -> None: ...
+
+
 async def partition_counts(
-    bootstrap: str, topics: list[str], **options: Any
+    bootstrap: str, topics: list[str], options: Mapping[str, object]
 ) -> dict[str, int | None]:
     """How many partitions each topic has (None: no such topic), from fresh metadata.
 
@@ -42,14 +53,18 @@ async def partition_counts(
 
 
 async def fetched_ends(
-    bootstrap: str, starts: dict[TP, int], timeout: float = 30.0, **options: Any
+    bootstrap: str,
+    starts: dict[TP, int],
+    options: Mapping[str, object] | None = None,
+    timeout: float = 30.0,
 ) -> dict[TP, int]:
-    """The high watermark of a fetch at ``starts`` (the offset after the last record)."""
+    """The high watermark of a fetch at ``starts`` (the offset after the last record);
+    ``options`` as for :func:`partition_counts` (none: plaintext)."""
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
         enable_auto_commit=False,
         fetch_max_wait_ms=FETCH_WAIT_MS,
-        **options,
+        **(options or {}),
     )
     await consumer.start()
     try:
@@ -71,11 +86,11 @@ async def fetched_ends(
         await consumer.stop()
 
 
-def bootstrap_servers(app: Any) -> str:
+def bootstrap_servers(app: AppT) -> str:
     return ",".join(f"{url.host}:{url.port or 9092}" for url in app.conf.broker)
 
 
-def client_options(app: Any) -> dict[str, Any]:
+def client_options(app: AppT) -> dict[str, object]:
     """The app's connection security (TLS, SASL) as aiokafka options, as Faust's clients get it.
 
     The clients made here reach the same brokers as Faust's own, so they take the same
@@ -108,7 +123,7 @@ class FetchEndRecovery(Recovery):
         standby partition from the offset its table has reached, as recovery seeks it. A
         generation overtaken meanwhile is not current, and the consumer delivers nothing
         for it."""
-        consumer = cast(Consumer, self.app.consumer)
+        consumer = cast(ResumingConsumer, self.app.consumer)
         if generation_id != self.app.consumer_generation_id:
             return
         await consumer.read_again_from_expected()
@@ -117,7 +132,7 @@ class FetchEndRecovery(Recovery):
         consumer.streams_resumed(generation_id)
 
     async def _build_highwaters(
-        self, consumer: Any, tps: set[TP], destination: Counter[TP], title: str
+        self, consumer: ConsumerT, tps: set[TP], destination: Counter[TP], title: str
     ) -> None:
         await super()._build_highwaters(consumer, tps, destination, title)
         if not tps:
@@ -125,7 +140,7 @@ class FetchEndRecovery(Recovery):
         bootstrap = bootstrap_servers(self.app)
         # Faust keeps "end - 1": the offset of the last record.
         starts = {tp: destination[tp] + 1 for tp in tps}
-        ends = await fetched_ends(bootstrap, starts, **client_options(self.app))
+        ends = await fetched_ends(bootstrap, starts, client_options(self.app))
         for tp, end in ends.items():
             destination[tp] = max(destination[tp], end - 1)
 
