@@ -148,10 +148,14 @@ def create_app(settings: Settings) -> faust.App:
             interval=settings.commit_interval_ms / 1000,
         )
         consumer.settle = checkpoints.checkpoint
-        async for event in stream.noack().events():  # type: ignore[attr-defined]
-            for message in consumer.delivered(event.message):  # a run of one partition
-                worker.apply(message, checkpoints.add(message))
-            await checkpoints.added(full=settings.batch_max_records)
+        try:
+            async for event in stream.noack().events():  # type: ignore[attr-defined]
+                for message in consumer.delivered(event.message):  # a run of one partition
+                    worker.apply(message, checkpoints.add(message))
+                await checkpoints.added(full=settings.batch_max_records)
+        except Exception as exc:  # a stop's cancellation still checkpoints what was applied
+            checkpoints.fail(exc)  # the batch the record was in is never acknowledged
+            raise
 
     # -- timers ----------------------------------------------------------------------
     @app.timer(settings.sweep_interval_seconds, on_leader=True)  # type: ignore[untyped-decorator]

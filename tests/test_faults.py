@@ -76,3 +76,41 @@ def test_records_that_raise_or_were_never_written_by_the_intake_are_dead_letters
         assert '"event":"processing_error"' in log and '"event":"crash"' not in log
     finally:
         p.close()
+
+
+def test_a_record_that_stops_the_worker_is_read_again_when_it_starts(
+    broker: EmbeddedBroker, topics: dict[str, str], workdir: Path
+) -> None:
+    # STREAM_APP_ON_PROCESSING_ERROR=stop: the worker stops on the record, and its stop
+    # must not checkpoint the batch the record was in (issue 20 item 1: it committed the
+    # offset past it, and past the valid records fetched after it, which were lost).
+    p = Pipeline(broker, topics, workdir)
+    try:
+        stopping = p.worker("stopping")
+        stopping.env["STREAM_APP_ON_PROCESSING_ERROR"] = "stop"
+        stopping.start().wait_ready()
+        sessions_topic = f"{topics['STREAM_APP_ID']}-sessions"
+        partition = partition_for(b"s1", PARTITIONS)
+        producer = Producer({"bootstrap.servers": broker.bootstrap})
+        for value in [
+            forwarded(message(text="before it", message_id="u0"), 1),
+            RAISES,
+            forwarded(message(text="after it", message_id="u1"), 2),
+            forwarded(assistant(message_id="a1", tool_calls=[tool_call("c1")]), 3),
+        ]:
+            producer.produce(sessions_topic, value, b"s1", partition=partition)
+        assert producer.flush(30) == 0
+        assert stopping.process is not None
+        assert stopping.process.wait(60) != 0
+        assert '"event":"crash"' in stopping.log.read_text(errors="replace")
+
+        again = p.worker("again")  # the default policy: the record is a dead letter now
+        again.start().wait_ready()
+        p.turns.wait_until(lambda: len(final_turns(p.turns)) == 1, 60, "the turn")
+        p.dlq.wait_until(lambda: len(p.dlq.records) >= 1, 60, "the dead letter")
+        (turn,) = final_turns(p.turns).values()
+        texts = [m["parts"][0]["content"] for m in turn["new_messages"]]
+        assert texts == ["before it", "after it", "done"]
+        assert [d["reason"] for d in p.dlq.values()] == ["processing_error"]
+    finally:
+        p.close()

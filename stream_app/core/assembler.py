@@ -17,6 +17,8 @@ same whatever its session holds, but for what it emits.
 
 from __future__ import annotations
 
+from typing import Any
+
 from stream_app.core.collapse import Collapse, first_copy
 from stream_app.core.completion import render_completion
 from stream_app.core.counts import Count
@@ -106,10 +108,19 @@ def _add_message(
     if call_id is None and (problem := _pending_limit(state, item, policy)) is not None:
         _session_limit(state, item.origin, problem, now, out)
         return
+    # What the turn takes of the completing message is read before the session changes: a
+    # message that cannot make a turn fails here, leaving the session as it was.
+    made = None if call_id is None else _turn_of(item.message)
     out.outcome = "contributed"
     state.add_pending(PendingMessage(item.identity, item.sequence, item.message, item.size))
-    if call_id is not None:
-        _complete_turn(state, call_id, item, policy, now, out)
+    if call_id is not None and made is not None:
+        _complete_turn(state, call_id, made, item, policy, now, out)
+
+
+def _turn_of(message: dict[str, Any]) -> tuple[str, list[dict[str, Any]], list[str]]:
+    """A completing message's completion, tool calls and the ids a decision may name."""
+    tool_calls = [part for part in message["parts"] if part["type"] == "tool_call"]
+    return render_completion(message), tool_calls, [str(part["id"]) for part in tool_calls]
 
 
 def _pending_limit(state: SessionState, item: SessionMessage, policy: Policy) -> str | None:
@@ -133,24 +144,25 @@ def _pending_limit(state: SessionState, item: SessionMessage, policy: Policy) ->
 def _complete_turn(
     state: SessionState,
     call_id: str,
+    made: tuple[str, list[dict[str, Any]], list[str]],
     final: SessionMessage,
     policy: Policy,
     now: float,
     out: Outputs,
 ) -> None:
+    completion, tool_calls, tool_ids = made
     unsequenced = state.unsequenced
     pending = state.take_pending()
     if not unsequenced:
         pending.sort(key=lambda p: p.sequence or 0)
-    tool_calls = [part for part in final.message["parts"] if part["type"] == "tool_call"]
     turn = EmittedTurn(
         body={
             "new_messages": [p.message for p in pending],
-            "completion": render_completion(final.message),
+            "completion": completion,
             "inference_call_id": call_id,
             "tool_calls": tool_calls,
         },
-        reach=list(dict.fromkeys([call_id, *(part["id"] for part in tool_calls)])),
+        reach=list(dict.fromkeys([call_id, *tool_ids])),
         emitted_at=state.stamp(now),
     )
     limit = policy.max_remembered_identities
