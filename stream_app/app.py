@@ -34,7 +34,6 @@ from stream_app.checkpointing.batches import Checkpoints
 from stream_app.checkpointing.consumer import (
     RUN_RECORDS,
     Consumer,
-    ConsumerThread,
     RunScheduler,
     Transport,
 )
@@ -57,14 +56,18 @@ LAG_PROBE_SECONDS = 0.05
 
 
 class App(faust.App):
-    """Faust's app with the consumer of ``checkpointing/consumer.py``."""
+    """Faust's app with the consumer of ``checkpointing/consumer.py``, and the one setting
+    of it Faust has no name for: how long a fetch may wait (R12 there)."""
+
+    def __init__(self, *args: Any, fetch_max_wait_ms: int = 500, **kwargs: Any) -> None:
+        self.fetch_max_wait_ms = fetch_max_wait_ms
+        super().__init__(*args, **kwargs)
 
     def _new_transport(self) -> Transport:
         return Transport(self.conf.broker_consumer, self)
 
 
 def create_app(settings: Settings) -> faust.App:
-    ConsumerThread.fetch_max_wait_ms = settings.fetch_max_wait_ms
     policy = settings.policy()
     partitions = settings.partitions
     app = App(
@@ -102,6 +105,7 @@ def create_app(settings: Settings) -> faust.App:
         TableManager=FetchEndTableManager,
         ConsumerScheduler=RunScheduler,
         agent_supervisor=CrashingSupervisor,  # an agent that fails stops the worker
+        fetch_max_wait_ms=settings.fetch_max_wait_ms,
     )
     guard_faust_views(app, settings.web_token)
 

@@ -48,7 +48,7 @@ R10 Before a rebalance or a stop, every applied batch is settled (``settle``: it
     written, its events acknowledged) before Faust waits for unacknowledged events.
 R11 A seek runs in the thread that owns the aiokafka consumer while its caller blocks, so
     nothing else runs on the event loop before it is done.
-R12 The fetch wait is the app's setting (``ConsumerThread.fetch_max_wait_ms``), not Faust's
+R12 The fetch wait is the app's setting (the app's ``fetch_max_wait_ms``), not Faust's
     fixed 1,500 ms: a broker holds a fetch up to that long when it has nothing new.
 """
 
@@ -98,7 +98,7 @@ class ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
     """Faust's consumer thread, with the fetch wait of the app's settings (R12) and its
     seeks made in the thread that owns the aiokafka consumer (R11)."""
 
-    #: The aiokafka consumer's fetch wait in ms (R12), set by the app from its settings.
+    #: The aiokafka consumer's fetch wait in ms (R12) when the app names none.
     fetch_max_wait_ms: ClassVar[int] = 500
     #: How long a seek may wait for the consumer thread before it raises (R11).
     seek_timeout_s: ClassVar[float] = 30.0
@@ -107,7 +107,9 @@ class ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
         """R12: Faust passes 1,500 ms; the test broker holds every fetch for all of its
         wait, which is latency on every hop."""
         consumer = super()._create_worker_consumer(transport)
-        consumer._fetch_max_wait_ms = self.fetch_max_wait_ms
+        consumer._fetch_max_wait_ms = getattr(
+            transport.app, "fetch_max_wait_ms", self.fetch_max_wait_ms
+        )
         return consumer
 
     def seek(self, partition: TP, offset: int) -> None:
