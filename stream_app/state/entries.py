@@ -11,18 +11,20 @@ a checkpoint, and the worker that takes over reads again from the last committed
 So what a head names must be read back exactly, whatever was written after it. The rules:
 
 - **E1 (generations).** A checkpoint writes a session's generation ``g`` = its head's + 1:
-  first every entry made since the last one, stamped ``g``, and a **mark** stamped ``g``
-  (key ``[session_id, epoch, "~" + kind, n]``) for each entry dropped; when the broker has
-  them, the head, stamped ``g``; then the dropped entries and their marks are deleted.
+  first every entry made since the last one, stamped ``g``; when the broker has them, the
+  head, stamped ``g`` and listing the entries dropped at ``g``; then those entries are
+  deleted. The next checkpoint starts once the deletions are acknowledged, so a head need
+  list only its own generation's drops.
 - **E2 (reading).** Read against a head of generation ``G``, an entry is live when it is
-  stamped ``<= G`` and has no mark stamped ``<= G``. What a stopped checkpoint wrote past
-  its head (entries and marks stamped ``> G``) is garbage, and so is every entry of another
-  epoch; a read lists the garbage and the next checkpoint deletes it before it writes.
+  stamped ``<= G`` and the head does not list it. What a stopped checkpoint wrote past its
+  head (entries stamped ``> G``) is garbage, and so is every entry of another epoch and
+  every entry the head lists; a read lists the garbage and the next checkpoint deletes it
+  before it writes.
 - **E3 (epochs).** A session that expires and starts again within one checkpoint takes the
   next epoch, so its entries never meet its predecessor's, which go after its head is
   written. A session with no head has no live entry.
 - **E4 (never rewritten).** Entries never change once made: a changed turn is a new entry
-  and a mark on the old one, so a write that stops half-way never leaves an entry that is
+  and the old one a drop, so a write that stops half-way never leaves an entry that is
   neither its old nor its new value.
 """
 
@@ -48,8 +50,12 @@ from stream_app.core.session import (
     StoredDecision,
     load_turn,
 )
+from stream_app.models.turn import TurnBodyDict
 
 MARK = "~"
+# An entry record's fields after its generation, as orjson reads them: their layout is
+# its kind's (``encode``), so they are read by position.
+Fields = list[Any]
 
 
 class Head(TypedDict):
@@ -61,6 +67,7 @@ class Head(TypedDict):
     applied_at: dict[str, float]
     next_entry: int
     oldest: float | None  # the oldest open turn's emission instant: what a sweep needs
+    dropped: list[tuple[str, int]]  # the entries dropped at this generation (E1)
 
 
 def session_prefix(session_id: str) -> bytes:
@@ -76,7 +83,7 @@ def entry_key(session_id: str, epoch: int, kind: str, n: int) -> bytes:
     return jsonbytes.dumps([session_id, epoch, kind, n])
 
 
-def head(state: SessionState, epoch: int) -> bytes:
+def head(state: SessionState, epoch: int, dropped: Iterable[tuple[str, int]] = ()) -> bytes:
     oldest = next(iter(state.turns.values()), None)
     value: Head = {
         "session_id": state.session_id,
@@ -87,6 +94,7 @@ def head(state: SessionState, epoch: int) -> bytes:
         "applied_at": state.applied_at,
         "next_entry": state.next_entry,
         "oldest": None if oldest is None else oldest.emitted_at,
+        "dropped": list(dropped),
     }
     return jsonbytes.dumps(value)
 
@@ -138,9 +146,10 @@ Value = bytes | Callable[[], bytes]
 class Changes(TypedDict):
     """One session's writes at one checkpoint, in the order E1 writes them."""
 
-    before: dict[bytes, Value | None]  # entries and marks, before the head
+    before: dict[bytes, Value | None]  # entries, before the head
     bodies: dict[bytes, Value]  # turn bodies of new turns, before the head
-    after: list[bytes]  # entries and marks deleted after the head
+    dropped: list[tuple[str, int]]  # what the head lists (E1)
+    after: list[bytes]  # entries deleted after the head
     dropped_bodies: list[bytes]  # turn bodies deleted after the head
 
 
@@ -156,7 +165,7 @@ def changes(
     first_new, state.written_next = state.written_next, state.next_entry
     state.generation += 1
     g, sid = state.generation, state.session_id
-    out: Changes = {"before": {}, "bodies": {}, "after": [], "dropped_bodies": []}
+    out: Changes = {"before": {}, "bodies": {}, "dropped": [], "after": [], "dropped_bodies": []}
     before, bodies = out["before"], out["bodies"]
     for key in garbage:
         before[key] = None
@@ -170,9 +179,8 @@ def changes(
         else:
             before[key] = partial(encode, kind, entry, g)
     for (kind, n), entry in dropped.items():
-        mark = entry_key(sid, epoch, MARK + kind, n)
-        before[mark] = jsonbytes.dumps(g)
-        out["after"] += [entry_key(sid, epoch, kind, n), mark]
+        out["dropped"].append((kind, n))
+        out["after"].append(entry_key(sid, epoch, kind, n))
         if not isinstance(entry, EmittedTurn) or state.turns.get(entry.call_id) is entry:
             continue  # not a turn, or a turn revised: its body stays
         if (key := body_key(entry.call_id)) not in bodies:  # not a new turn's, same id
@@ -183,7 +191,7 @@ def changes(
 def decode(
     data: bytes,
     items: Iterable[tuple[bytes, bytes]],
-    body: Callable[[str], dict[str, Any] | None],
+    body: Callable[[str], TurnBodyDict | None],
 ) -> tuple[SessionState, int, list[bytes]]:
     """The state a head names (E2), its epoch, and the garbage keys found beside it.
 
@@ -192,8 +200,8 @@ def decode(
     revised, and its decisions go with it)."""
     doc = read_head(data)
     epoch, generation = doc["epoch"], doc["generation"]
+    dropped = {(kind, n) for kind, n in doc["dropped"]}
     garbage: list[bytes] = []
-    marks: dict[tuple[str, int], bytes] = {}
     found: dict[tuple[str, int], tuple[bytes, Any]] = {}
     for key, value in items:
         try:
@@ -202,23 +210,12 @@ def decode(
         except (orjson.JSONDecodeError, ValueError):  # not a record this layout writes
             garbage.append(key)
             continue
-        if key_epoch != epoch:
-            garbage.append(key)
-        elif kind.startswith(MARK):
-            if stamped > generation:
-                garbage.append(key)  # a stopped checkpoint's: the entry is still live
-            else:
-                marks[(kind[1:], n)] = key
-        elif stamped[0] > generation:
-            garbage.append(key)
+        if key_epoch != epoch or stamped[0] > generation or (kind, n) in dropped:
+            garbage.append(key)  # another epoch's, a stopped checkpoint's, or dropped
         else:
             found[(kind, n)] = (key, stamped[1:])
-    for entry, mark in marks.items():  # dropped, not yet deleted
-        garbage.append(mark)
-        if (dead := found.pop(entry, None)) is not None:
-            garbage.append(dead[0])
 
-    def of(kind: str) -> list[tuple[int, Any]]:
+    def of(kind: str) -> list[tuple[int, Fields]]:
         return sorted((n, v) for (k, n), (_, v) in found.items() if k == kind)
 
     decisions = {n: StoredDecision.load(v[0], n) for n, v in of(DECISION)}

@@ -25,7 +25,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Protocol
 
 import orjson
 
@@ -35,6 +35,7 @@ from stream_app.core.expiry import due_at
 from stream_app.core.policy import Policy
 from stream_app.core.records import turn_key
 from stream_app.core.session import SessionState
+from stream_app.models.turn import TurnBodyDict
 from stream_app.state import entries
 from stream_app.state.base import SessionStore
 from stream_app.state.entries import Value
@@ -42,6 +43,25 @@ from stream_app.state.entries import Value
 # Decoded states kept in memory once written: the sessions a worker is working on. About
 # 10 KB each with their turns; one not kept is decoded again from the table (~0.1 ms).
 LIVE_SESSIONS = 5_000
+
+
+class StateTable(Protocol):
+    """What the store asks of a table: ``state/tables.KeyPartitionedTable`` in the worker,
+    a dict-backed stand-in in the tests and the benchmark."""
+
+    def get(self, key: bytes, /) -> bytes | None: ...
+
+    def __iter__(self) -> Iterator[bytes]: ...
+
+    async def put(self, key: bytes, value: bytes | None) -> None: ...
+
+    async def written(self) -> None: ...
+
+    def partition_for_key(self, key: bytes) -> int: ...
+
+    def keys_from(self, partition: int, prefix: bytes) -> list[bytes]: ...
+
+    def items_from(self, partition: int, prefix: bytes) -> list[tuple[bytes, bytes]]: ...
 
 
 def collapse_key(session_id: str, key: str) -> bytes:
@@ -79,7 +99,7 @@ class TableCollapse:
     Entries of snapshots not yet written are read from an overlay, kept by batch.
     """
 
-    def __init__(self, table: Any) -> None:
+    def __init__(self, table: StateTable) -> None:
         self.table = table
         self._remembered: dict[bytes, tuple[str, int]] = {}  # entry -> first copy, batch
         self._forgotten: dict[str, int] = {}  # session -> the last batch that forgot it
@@ -149,7 +169,12 @@ class TableCollapse:
 
 class TableSessions(SessionStore):
     def __init__(
-        self, table: Any, decisions: Any, bodies: Any, entries: Any, max_record_bytes: int
+        self,
+        table: StateTable,
+        decisions: StateTable,
+        bodies: StateTable,
+        entries: StateTable,
+        max_record_bytes: int,
     ) -> None:
         self.table = table
         self.bodies = bodies
@@ -190,12 +215,15 @@ class TableSessions(SessionStore):
         if data is None:
             return None, 0, [key for key, _ in items]
 
-        def body(call_id: str) -> dict[str, Any] | None:
+        def body(call_id: str) -> TurnBodyDict | None:
             written = self.bodies.get(turn_key(session_id, call_id))
             if written is None:
                 _lost(session_id, call_id)
                 return None
-            return dict(orjson.loads(written))
+            found: TurnBodyDict = orjson.loads(written)
+            if not isinstance(found, dict):  # garbage: the session is read as unreadable
+                raise TypeError(f"the body of turn {call_id!r} is not a JSON object")
+            return found
 
         try:
             return entries.decode(data, items, body)
@@ -304,7 +332,8 @@ class TableSessions(SessionStore):
             else:
                 epoch = self._epochs.get(session_id, 0)
                 change = entries.changes(state, epoch, garbage, partial(turn_key, session_id))
-                self._add(snapshot, session_id, change, entries.head(state, epoch))
+                head = entries.head(state, epoch, change["dropped"])
+                self._add(snapshot, session_id, change, head)
             self._unwritten[session_id] += 1
         self._changed.clear()
         self.collapse.seal(snapshot)
