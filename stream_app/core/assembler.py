@@ -17,8 +17,6 @@ same whatever its session holds, but for what it emits.
 
 from __future__ import annotations
 
-from typing import Any
-
 from stream_app.core.collapse import Collapse, first_copy
 from stream_app.core.completion import render_completion
 from stream_app.core.counts import Count
@@ -36,6 +34,10 @@ from stream_app.core.records import (
 from stream_app.core.session import EmittedTurn, PendingMessage, SessionState, StoredDecision
 from stream_app.models.dead_letter import Reason
 from stream_app.models.timestamps import format_utc, instant_ns
+from stream_app.models.turn import InferenceMessageDict, ToolCallDict
+
+# What a turn takes of its completing message: the completion, the tool calls, their ids.
+TurnParts = tuple[str, list[ToolCallDict], list[str]]
 
 
 def apply(
@@ -44,8 +46,11 @@ def apply(
     policy: Policy,
     now: float,
     collapse: Collapse,
+    out: Outputs | None = None,
 ) -> tuple[SessionState, Outputs]:
-    out = Outputs()
+    """``out``: what the record's walk has produced so far (what decoding it counted), so
+    that one record has one ``Outputs`` from intake to the producer; new when None."""
+    out = Outputs() if out is None else out
     if state is not None and due(state, policy, now):
         state, expired = expire(state, policy, now)
         if state is None:
@@ -117,7 +122,7 @@ def _add_message(
         _complete_turn(state, call_id, made, item, policy, now, out)
 
 
-def _turn_of(message: dict[str, Any]) -> tuple[str, list[dict[str, Any]], list[str]]:
+def _turn_of(message: InferenceMessageDict) -> TurnParts:
     """A completing message's completion, tool calls and the ids a decision may name."""
     tool_calls = [part for part in message["parts"] if part["type"] == "tool_call"]
     return render_completion(message), tool_calls, [str(part["id"]) for part in tool_calls]
@@ -144,7 +149,7 @@ def _pending_limit(state: SessionState, item: SessionMessage, policy: Policy) ->
 def _complete_turn(
     state: SessionState,
     call_id: str,
-    made: tuple[str, list[dict[str, Any]], list[str]],
+    made: TurnParts,
     final: SessionMessage,
     policy: Policy,
     now: float,
@@ -271,7 +276,7 @@ def _add_decision(
         out.counts[Count.dead_letter(Reason.UNATTRIBUTABLE_DECISION)] += 1
         return
 
-    decision = dict(item.decision)
+    decision = item.decision.copy()
     if decision["captured_at"] is None:
         decision["captured_at"] = format_utc(now)  # first store wins; copies are collapsed
     stored = StoredDecision(

@@ -13,18 +13,19 @@ decision it ever collapsed; its entries go when their session expires.
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Protocol
+from typing import Protocol
 
 import orjson
 
+from stream_app.models.decision import DecisionDict
 from stream_app.models.timestamps import instant_ns
 
 
-def _digest(kind: str, parts: list[Any]) -> str:
+def _digest(kind: str, parts: list[object]) -> str:
     return hashlib.blake2b(orjson.dumps([kind, *parts]), digest_size=16).hexdigest()
 
 
-def natural_key(d: dict[str, Any]) -> str:
+def natural_key(d: DecisionDict) -> str:
     occurred = instant_ns(d["occurred_at"])
     if d["agent_harness"] == "claude-code" and d["call_id"] is not None:
         # A tool-use id is unique per row, so the file path is not part of the identity.
@@ -59,7 +60,7 @@ def natural_key(d: dict[str, Any]) -> str:
     )
 
 
-def codex_sibling(d: dict[str, Any]) -> str | None:
+def codex_sibling(d: DecisionDict) -> str | None:
     """Codex resends a decision without its file; this key pairs the resend with the original."""
     if d["agent_harness"] != "codex" or d["call_id"] is None:
         return None

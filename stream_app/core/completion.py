@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+
+from stream_app.models.json_types import Json
+from stream_app.models.turn import InferenceMessageDict
 
 
-def _string_leaves(value: Any) -> Iterator[str]:
+def _string_leaves(value: Json) -> Iterator[str]:
     if isinstance(value, str):
         yield value
     elif isinstance(value, dict):
@@ -17,13 +19,12 @@ def _string_leaves(value: Any) -> Iterator[str]:
             yield from _string_leaves(item)
 
 
-def render_completion(message: dict[str, Any]) -> str:
+def render_completion(message: InferenceMessageDict) -> str:
     """Text parts and tool-call argument strings, in part order; reasoning and results excluded."""
     pieces: list[str] = []
     for part in message["parts"]:
-        kind = part["type"]
-        if kind == "text":
+        if part["type"] == "text":
             pieces.append(part["content"])
-        elif kind == "tool_call":
+        elif part["type"] == "tool_call":
             pieces.extend(_string_leaves(part["arguments"]))
     return "\n".join(piece for piece in pieces if piece)

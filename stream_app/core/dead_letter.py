@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from typing import Any
 
 import orjson
 
 from stream_app.core.counts import Count
 from stream_app.core.records import Origin, Outputs, Source, TurnRevision
-from stream_app.models.dead_letter import Reason
+from stream_app.models.dead_letter import DeadLetterDict, Encoding, Reason
 from stream_app.models.timestamps import format_utc
 
 DEAD_LETTER_MAX_BYTES = 512 * 1024
@@ -30,11 +29,11 @@ DEAD_LETTER_KEY_MAX_BYTES = 16 * 1024
 DEAD_LETTER_ERROR_MAX_CHARS = 2000
 
 
-def _original(text: str, encoding: str) -> bytes:
+def _original(text: str, encoding: Encoding) -> bytes:
     return base64.b64decode(text) if encoding == "base64" else text.encode()
 
 
-def _prefix(text: str, encoding: str, room: int) -> str:
+def _prefix(text: str, encoding: Encoding, room: int) -> str:
     """The longest prefix of ``text`` whose JSON string (quotes included) fits ``room``."""
     if encoding == "base64":  # no character is escaped; whole 4-character groups decode
         return text[: max(room - 2, 0) // 4 * 4]
@@ -63,46 +62,47 @@ def _clip_error(error: str) -> str:
 
 # The largest the value's truncation fields can be, for measuring the room left.
 _VALUE_CUT_SHAPE = {"truncated": True, "original_length": 2**63 - 1, "original_sha256": "0" * 64}
+_KEY_CUT_FIELDS = ("original_key_length", "original_key_sha256")
 
 
-def dead_letter(origin: Origin, reason: Reason, error: str, now: float) -> dict[str, Any]:
-    letter: dict[str, Any] = {
+def dead_letter(origin: Origin, reason: Reason, error: str, now: float) -> DeadLetterDict:
+    letter: DeadLetterDict = {
         "source_topic": origin.source_topic,
         "partition": origin.partition,
         "offset": origin.offset,
         "key": origin.key,
         "value": origin.value,
         "encoding": origin.encoding,
-        "reason": reason.value,
+        "reason": reason,
         "error": _clip_error(error),
         "dead_lettered_at": format_utc(now),
     }
     key, value, encoding = origin.key, origin.value, origin.encoding
-    cut: dict[str, Any] = {}
+    key_cut: tuple[int, str] | None = None  # the original key's length and SHA-256
+    value_cut: tuple[int, str] | None = None
     if key is not None and len(orjson.dumps(key)) > DEAD_LETTER_KEY_MAX_BYTES:
         original = _original(key, encoding)
         letter["key"] = _prefix(key, encoding, DEAD_LETTER_KEY_MAX_BYTES)
-        cut["original_key_length"] = len(original)
-        cut["original_key_sha256"] = hashlib.sha256(original).hexdigest()
+        key_cut = (len(original), hashlib.sha256(original).hexdigest())
     # A character escapes to 6 bytes at most: a value of up to an eighth of the cap in
     # characters fits beside the longest key and error. A longer one is measured.
     if value is not None and len(value) > DEAD_LETTER_MAX_BYTES // 8:
         letter["value"] = ""
-        overhead = len(orjson.dumps({**letter, **_VALUE_CUT_SHAPE, **cut}))
+        key_fields = {} if key_cut is None else dict(zip(_KEY_CUT_FIELDS, key_cut, strict=True))
+        overhead = len(orjson.dumps({**letter, **_VALUE_CUT_SHAPE, **key_fields}))
         room = DEAD_LETTER_MAX_BYTES - overhead + 2  # the two quotes of "" are counted
         if len(orjson.dumps(value)) > room:
             original = _original(value, encoding)
             letter["value"] = _prefix(value, encoding, room)
-            cut = {
-                "original_length": len(original),
-                "original_sha256": hashlib.sha256(original).hexdigest(),
-                **cut,
-            }
+            value_cut = (len(original), hashlib.sha256(original).hexdigest())
         else:
             letter["value"] = value
-    if cut:
+    if value_cut is not None or key_cut is not None:
         letter["truncated"] = True
-        letter.update(cut)
+    if value_cut is not None:
+        letter["original_length"], letter["original_sha256"] = value_cut
+    if key_cut is not None:
+        letter["original_key_length"], letter["original_key_sha256"] = key_cut
     return letter
 
 
@@ -116,7 +116,7 @@ def rejected(origin: Origin, reason: Reason, error: str, now: float) -> Outputs:
 
 def turn_too_large(
     revision: TurnRevision, source: Source, problem: str, now: float
-) -> dict[str, Any]:
+) -> DeadLetterDict:
     """The dead letter of a turn revision the producer refused (SPEC §6 ``turn_too_large``).
 
     ``source`` is (topic, partition, offset) of the record whose processing emitted the
@@ -135,7 +135,7 @@ def turn_too_large(
     return dead_letter(origin, Reason.TURN_TOO_LARGE, error, now)
 
 
-def original_key(letter: dict[str, Any]) -> bytes | None:
+def original_key(letter: DeadLetterDict) -> bytes | None:
     """The source record's key bytes: a dead letter keeps the key it came with."""
     key = letter["key"]
     if key is None:

@@ -7,7 +7,7 @@ that was wrong; the state-bearing half of the pipeline never sees bad input.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import cast
 
 import orjson
 from pydantic import ValidationError
@@ -42,7 +42,8 @@ from stream_app.core.translate import (
     redacted_event,
 )
 from stream_app.models.dead_letter import Reason
-from stream_app.models.decision import DECISION_FIELDS, DecisionPayload
+from stream_app.models.decision import DecisionDict, DecisionPayload
+from stream_app.models.json_types import Json, JsonObject
 from stream_app.models.message import LLMMessagePublishedEvent
 
 
@@ -61,7 +62,7 @@ def _describe(exc: ValidationError) -> str:
     return f"{where}: {first['msg']}{more}"
 
 
-def _parse(record: SourceRecord, policy: Policy) -> Any:
+def _parse(record: SourceRecord, policy: Policy) -> Json:
     if record.value is None:
         raise _Rejected(Reason.INVALID_JSON, "record has no value (a tombstone)")
     if len(record.value) > policy.max_record_bytes:
@@ -70,7 +71,7 @@ def _parse(record: SourceRecord, policy: Policy) -> Any:
             f"value is {len(record.value)} bytes, over the {policy.max_record_bytes}-byte limit",
         )
     try:
-        doc = orjson.loads(record.value)
+        doc: Json = orjson.loads(record.value)
     except orjson.JSONDecodeError as exc:
         if "depth limit" in str(exc):  # orjson's own, at 1024 levels
             raise too_deep("(record)") from None
@@ -88,9 +89,10 @@ def _bind_tenant(org_id: str | None, field: str, policy: Policy) -> None:
 
 
 def _message(
-    doc: Any, record: SourceRecord, counts: Counter[Count], policy: Policy
+    doc: Json, record: SourceRecord, counts: Counter[Count], policy: Policy
 ) -> SessionMessage:
     event = LLMMessagePublishedEvent.model_validate(doc)
+    fields = cast(JsonObject, doc)  # the model took it: an object
     _check_event(event)
     _bind_tenant(event.orgId, "orgId", policy)
     message = event.message
@@ -109,12 +111,12 @@ def _message(
         identity=identity(message),
         sequence=message.sequence,
         message=translated,
-        inference_call_id=inference_call_id(session, message, doc["message"])
+        inference_call_id=inference_call_id(session, message, fields["message"])
         if completes
         else None,
         size=size,
         # A later dead letter carries the record: with content redacted, redacted too.
-        origin=Origin.of(record).with_value(jsonbytes.dumps(redacted_event(doc, translated)))
+        origin=Origin.of(record).with_value(jsonbytes.dumps(redacted_event(fields, translated)))
         if policy.redact_content
         else Origin.of(record),
         timestamp=record.timestamp,
@@ -143,15 +145,32 @@ def _check_decision(payload: DecisionPayload) -> None:
     check_instant(payload.captured_at, "captured_at")
 
 
-def _decision(doc: Any, record: SourceRecord, policy: Policy) -> SessionDecision:
+def _decision(doc: Json, record: SourceRecord, policy: Policy) -> SessionDecision:
     payload = DecisionPayload.model_validate(doc)
     _check_decision(payload)
     _bind_tenant(payload.org_id, "org_id", policy)
-    decision = {name: getattr(payload, name) for name in DECISION_FIELDS}
-    decision["org_id"] = policy.org_id
-    decision["raw"] = redact(doc["raw"])
+    fields = cast(JsonObject, doc)  # the model took it: an object
+    raw = redact(fields["raw"])
+    decision: DecisionDict = {
+        "decision_id": payload.decision_id,
+        "org_id": policy.org_id,
+        "session_id": payload.session_id,
+        "user_id": payload.user_id,
+        "agent_harness": payload.agent_harness,
+        "file_path": payload.file_path,
+        "accepted": payload.accepted,
+        "explicit": payload.explicit,
+        "interaction_mode": payload.interaction_mode,
+        "commit_sha": payload.commit_sha,
+        "call_id": payload.call_id,
+        "edit_retention_score": payload.edit_retention_score,
+        "observation_delay_ms": payload.observation_delay_ms,
+        "occurred_at": payload.occurred_at,
+        "captured_at": payload.captured_at,
+        "raw": raw,
+    }
     # The state keeps the record for a later dead letter; it must not keep a credential.
-    origin = Origin.of(record).with_value(jsonbytes.dumps({**doc, "raw": decision["raw"]}))
+    origin = Origin.of(record).with_value(jsonbytes.dumps({**fields, "raw": raw}))
     return SessionDecision(
         session_id=payload.session_id,
         decision=decision,

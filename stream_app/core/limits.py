@@ -21,8 +21,9 @@ key, state and turn serialization with orjson) within what it can do:
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
 
+from stream_app.models.json_types import Json
 from stream_app.models.timestamps import instant_ns
 
 MAX_DEPTH = 64
@@ -33,6 +34,7 @@ EARLIEST_INSTANT = "1970-01-01T00:00:00Z"  # inclusive
 LATEST_INSTANT = "2200-01-01T00:00:00Z"  # exclusive
 _EARLIEST_NS = instant_ns(EARLIEST_INSTANT)
 _LATEST_NS = instant_ns(LATEST_INSTANT)
+Container = dict[str, Json] | list[Json]  # what nests
 
 # Where free-form JSON enters a record: a too-deep value is reported under these names.
 _JSON_FIELDS: tuple[tuple[str | None, ...], ...] = (
@@ -75,7 +77,7 @@ def check_instant(value: str | None, field: str) -> None:
         )
 
 
-def _depth_exceeds(value: Any, limit: int) -> bool:
+def _depth_exceeds(value: Container, limit: int) -> bool:
     """Whether ``value`` nests more than ``limit`` levels (iterative: any depth is safe)."""
     stack = [(value, 1)]
     while stack:
@@ -87,14 +89,16 @@ def _depth_exceeds(value: Any, limit: int) -> bool:
     return False
 
 
-def _too_deep_path(value: Any, limit: int) -> list[str | int]:
+def _too_deep_path(value: Container, limit: int) -> list[str | int]:
     """The path to a container nested past ``limit``; ``value`` is known to have one."""
-    stack: list[tuple[Any, list[str | int]]] = [(value, [])]
+    stack: list[tuple[Container, list[str | int]]] = [(value, [])]
     while stack:
         node, path = stack.pop()
         if len(path) >= limit:
             return path
-        items = node.items() if isinstance(node, dict) else enumerate(node)
+        items: Iterable[tuple[str | int, Json]] = (
+            node.items() if isinstance(node, dict) else enumerate(node)
+        )
         stack.extend((c, [*path, k]) for k, c in items if isinstance(c, dict | list))
     return []  # pragma: no cover - only called on a value that has one
 
@@ -111,7 +115,7 @@ def _field_name(path: list[str | int]) -> str:
     return ".".join(str(h)[:64] for h in path[:2]) or "(record)"
 
 
-def check_depth(value: Any, hint: bytes | str, field: str | None = None) -> None:
+def check_depth(value: Json, hint: bytes | str, field: str | None = None) -> None:
     """``value`` nests at most ``MAX_DEPTH`` levels; ``hint`` is the text it was parsed from.
 
     Fewer than ``MAX_DEPTH`` brackets in the text settle it at C speed, which is the common

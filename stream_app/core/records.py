@@ -9,13 +9,16 @@ from __future__ import annotations
 import base64
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Literal
 
 import orjson
 
 from stream_app.core import jsonbytes
 from stream_app.core.counts import Count
+from stream_app.models.dead_letter import DeadLetterDict, Encoding
+from stream_app.models.decision import DecisionDict
 from stream_app.models.timestamps import format_utc
+from stream_app.models.turn import InferenceMessageDict, TurnDict
 
 TopicKind = Literal["messages", "decisions"]
 Outcome = Literal["contributed", "duplicate", "dead_lettered"]
@@ -36,6 +39,10 @@ class SourceRecord:
     timestamp: float | None = None
 
 
+# An ``Origin`` as state and ``<id>-sessions`` write it: a JSON array of its fields in order.
+OriginFields = tuple[str, int, int, str | None, str | None, Encoding]
+
+
 @dataclass(frozen=True, slots=True)
 class Origin:
     """Where a record came from, with its original bytes as §6 writes them."""
@@ -45,19 +52,23 @@ class Origin:
     offset: int
     key: str | None
     value: str | None
-    encoding: Literal["utf-8", "base64"]
+    encoding: Encoding
 
     @classmethod
     def of(cls, record: SourceRecord) -> Origin:
         try:
             key = None if record.key is None else record.key.decode()
             value = None if record.value is None else record.value.decode()
-            encoding: Literal["utf-8", "base64"] = "utf-8"
+            encoding: Encoding = "utf-8"
         except UnicodeDecodeError:
             key = None if record.key is None else base64.b64encode(record.key).decode()
             value = None if record.value is None else base64.b64encode(record.value).decode()
             encoding = "base64"
         return cls(record.topic, record.partition, record.offset, key, value, encoding)
+
+    def fields(self) -> OriginFields:
+        """Its fields in order, as state and ``<id>-sessions`` write an origin."""
+        return (self.source_topic, self.partition, self.offset, self.key, self.value, self.encoding)
 
     def with_value(self, value: bytes) -> Origin:
         """The same origin carrying other bytes (a redacted copy of the value)."""
@@ -75,7 +86,7 @@ class SessionMessage:
     session_id: str
     identity: str | None
     sequence: int | None
-    message: dict[str, Any]
+    message: InferenceMessageDict
     # Set when this message completes an inference call (assistant, non-empty finishReason).
     inference_call_id: str | None
     size: int  # bytes of ``message`` as JSON: what the session's pending limit counts
@@ -92,7 +103,7 @@ class SessionDecision:
     """A validated, tenant-bound, redacted decision, keyed by its session."""
 
     session_id: str
-    decision: dict[str, Any]  # contract field order; captured_at may still be None
+    decision: DecisionDict  # captured_at may still be None
     natural_key: str
     # codex with a call_id: the key shared by a row and its pathless re-send
     codex_sibling: str | None
@@ -121,7 +132,7 @@ def turn_key(session_id: str, inference_call_id: str) -> bytes:
 @dataclass(frozen=True, slots=True)
 class TurnRevision:
     session_id: str
-    turn: dict[str, Any]
+    turn: TurnDict
     first: bool  # the turn's first emission, not a revision for a late decision
     # 1 for the first emission, then 2, 3, ... per key: counted in the session's state, so
     # a restarted worker and replay number alike (a re-emission after a crash repeats its
@@ -169,7 +180,7 @@ class Outputs:
     """What one step asks the shell to do, and what it counted on the way."""
 
     turns: list[TurnRevision] = field(default_factory=list)
-    dead_letters: list[dict[str, Any]] = field(default_factory=list)
+    dead_letters: list[DeadLetterDict] = field(default_factory=list)
     counts: Counter[Count] = field(default_factory=Counter)
     outcome: Outcome | None = None  # of the record this step consumed, if it consumed one
 
@@ -182,7 +193,6 @@ class Outputs:
 def dump_input(item: SessionInput) -> bytes:
     """A session input as bytes, to cross the repartition topic between intake and state."""
     if isinstance(item, SessionMessage):
-        o = item.origin
         return jsonbytes.dumps(
             {
                 "m": [
@@ -192,12 +202,11 @@ def dump_input(item: SessionInput) -> bytes:
                     item.message,
                     item.inference_call_id,
                     item.size,
-                    [o.source_topic, o.partition, o.offset, o.key, o.value, o.encoding],
+                    item.origin.fields(),
                     item.timestamp,
                 ]
             }
         )
-    o = item.origin
     return jsonbytes.dumps(
         {
             "d": [
@@ -205,7 +214,7 @@ def dump_input(item: SessionInput) -> bytes:
                 item.decision,
                 item.natural_key,
                 item.codex_sibling,
-                [o.source_topic, o.partition, o.offset, o.key, o.value, o.encoding],
+                item.origin.fields(),
                 item.timestamp,
             ]
         }

@@ -17,13 +17,15 @@ it makes or drops (``made``, ``dropped``), so a store writes what changed, not t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 import orjson
 
 from stream_app.core import jsonbytes
 from stream_app.core.policy import Policy
-from stream_app.core.records import Origin
+from stream_app.core.records import Origin, OriginFields
+from stream_app.models.decision import DecisionDict
+from stream_app.models.turn import InferenceMessageDict, TurnBodyDict, TurnDict
 
 EntryKind = Literal["m", "d", "t", "i"]
 MESSAGE: EntryKind = "m"  # a pending message
@@ -31,12 +33,19 @@ DECISION: EntryKind = "d"  # a stored decision, waiting or joined to a turn
 TURN: EntryKind = "t"  # an open turn: its ids, instant, revision and decisions
 IDENTITY: EntryKind = "i"  # a remembered message identity
 
+# The JSON arrays a state is written as (read back as lists: they are unpacked, never
+# compared). A stored decision: the decision, its ``occurred_at`` instant, its origin.
+StoredDecisionFields = tuple[DecisionDict, int, OriginFields]
+# An open turn's entry (``EmittedTurn.meta``): inference_call_id, reach, emitted_at,
+# revision, born, size, and the entries of its decisions.
+TurnMeta = tuple[str, list[str], float, int, int, int, list[int]]
+
 
 @dataclass(slots=True)
 class PendingMessage:
     identity: str | None
     sequence: int | None
-    message: dict[str, Any]
+    message: InferenceMessageDict
     size: int = 0  # bytes of the message's JSON: what ``max_pending_bytes`` counts
     entry: int = 0
     position: int = 0  # its place in arrival order: the entry of its first copy
@@ -51,7 +60,7 @@ class PendingMessage:
 
 @dataclass(slots=True)
 class StoredDecision:
-    decision: dict[str, Any]
+    decision: DecisionDict
     order: tuple[int, str]  # (occurred_at instant, decision_id): the order within a turn
     origin: Origin  # kept so that a later ambiguity or expiry can still dead-letter it
     entry: int = 0
@@ -64,25 +73,19 @@ class StoredDecision:
 
     def json(self) -> orjson.Fragment:
         if self._json is None:
-            o = self.origin
-            self._json = jsonbytes.dumps(
-                [
-                    self.decision,
-                    self.order[0],
-                    [o.source_topic, o.partition, o.offset, o.key, o.value, o.encoding],
-                ]
-            )
+            fields: StoredDecisionFields = (self.decision, self.order[0], self.origin.fields())
+            self._json = jsonbytes.dumps(fields)
         return orjson.Fragment(self._json)
 
     @staticmethod
-    def load(doc: list[Any], entry: int) -> StoredDecision:
+    def load(doc: StoredDecisionFields, entry: int) -> StoredDecision:
         decision, instant, origin = doc
         return StoredDecision(decision, (instant, decision["decision_id"]), Origin(*origin), entry)
 
 
 @dataclass(slots=True)
 class EmittedTurn:
-    body: dict[str, Any]  # the Turn without its decisions
+    body: TurnBodyDict
     reach: list[str]  # inference_call_id and tool-call ids: what a decision's call_id can name
     emitted_at: float
     decisions: list[StoredDecision] = field(default_factory=list)
@@ -106,7 +109,7 @@ class EmittedTurn:
         """
         return self.emitted_at + policy.late_decision_window_seconds
 
-    def render(self) -> dict[str, Any]:
+    def render(self) -> TurnDict:
         """The complete Turn, fields in schema order."""
         body = self.body
         ordered = sorted(self.decisions, key=lambda d: d.order)
@@ -118,9 +121,9 @@ class EmittedTurn:
             "tool_calls": body["tool_calls"],
         }
 
-    def meta(self) -> list[Any]:
+    def meta(self) -> TurnMeta:
         """The turn's entry without its body (``turn_bodies`` holds that, written once)."""
-        return [
+        return (
             self.call_id,
             self.reach,
             self.emitted_at,
@@ -128,7 +131,7 @@ class EmittedTurn:
             self.born,
             self.size,
             [d.entry for d in self.decisions],
-        ]
+        )
 
 
 Entry = PendingMessage | StoredDecision | EmittedTurn | str
@@ -377,7 +380,7 @@ class SessionState:
 
 
 def load_turn(
-    body: dict[str, Any], meta: list[Any], entry: int, decisions: list[StoredDecision]
+    body: TurnBodyDict, meta: TurnMeta, entry: int, decisions: list[StoredDecision]
 ) -> EmittedTurn:
     """A turn from its body and ``EmittedTurn.meta``, given its decisions in meta's order."""
     _, reach, emitted_at, revision, born, size, _ = meta

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from typing import Any
+from typing import cast
 
 import orjson
 
 from stream_app.core.counts import Count
 from stream_app.core.limits import check_depth, too_deep
 from stream_app.core.redaction import redact, redact_text
+from stream_app.models.json_types import Json, JsonObject
 from stream_app.models.message import Message, ToolCall
+from stream_app.models.turn import InferenceMessageDict, PartDict
 
 
-def _arguments(call: ToolCall, field: str, counts: Counter[Count]) -> dict[str, Any]:
+def _arguments(call: ToolCall, field: str, counts: Counter[Count]) -> JsonObject:
     args = call.arguments
     if args is None or isinstance(args, dict):
         return args or {}  # an object came with the record, whose depth is checked
@@ -33,7 +35,7 @@ def _arguments(call: ToolCall, field: str, counts: Counter[Count]) -> dict[str, 
 
 def inference_message(
     message: Message, counts: Counter[Count], *, redact_content: bool = False
-) -> dict[str, Any]:
+) -> InferenceMessageDict:
     """The contract form; content parts in order, then tool calls in order.
 
     With ``redact_content`` (``STREAM_APP_REDACT_CONTENT``) the text, reasoning, tool
@@ -41,7 +43,7 @@ def inference_message(
     message's content enters the core, so nothing downstream (state, turns, dead letters
     written from state) ever holds the unredacted copy.
     """
-    parts: list[dict[str, Any]] = []
+    parts: list[PartDict] = []
     for part in message.content or ():
         if part.text is not None:
             parts.append({"type": "text", "content": part.text})
@@ -68,34 +70,37 @@ def inference_message(
     return {"role": message.role, "parts": parts, "finish_reason": message.finishReason or None}
 
 
-def _redacted(part: dict[str, Any]) -> dict[str, Any]:
-    kind = part["type"]
-    if kind in ("text", "reasoning"):
+def _redacted(part: PartDict) -> PartDict:
+    if part["type"] == "text":
         return {**part, "content": redact_text(part["content"])}
-    if kind == "tool_call":
+    if part["type"] == "reasoning":
+        return {**part, "content": redact_text(part["content"])}
+    if part["type"] == "tool_call":
         return {**part, "arguments": redact(part["arguments"])}
     return {**part, "result": redact(part["result"])}  # tool_call_response
 
 
-def redacted_event(doc: dict[str, Any], translated: dict[str, Any]) -> dict[str, Any]:
+def redacted_event(doc: JsonObject, translated: InferenceMessageDict) -> JsonObject:
     """A message event as a later dead letter carries it when content is redacted: its
     content and tool calls are those of its redacted InferenceMessage put back in the
     event's form (redacted once, not twice; parts the translation skips, such as images,
     are left out, and malformed tool arguments are ``{}`` as translated), the rest as it
-    came."""
-    content: list[dict[str, Any]] = []
-    calls: list[dict[str, Any]] = []
+    came. ``doc`` is an event the model took, so its ``message`` is an object."""
+    content: list[Json] = []
+    calls: list[Json] = []
     for part in translated["parts"]:
-        kind = part["type"]
-        if kind in ("text", "reasoning"):
-            content.append({kind: part["content"]})
-        elif kind == "tool_call_response":
+        if part["type"] == "text" or part["type"] == "reasoning":
+            content.append({part["type"]: part["content"]})
+        elif part["type"] == "tool_call_response":
             content.append({"toolResult": {"toolCallId": part["id"], "result": part["result"]}})
         else:
             calls.append({"id": part["id"], "name": part["name"], "arguments": part["arguments"]})
     if not content and not calls:
         return doc  # nothing the translation kept, so nothing it redacted
-    message = {k: v for k, v in doc["message"].items() if k not in ("content", "toolCalls")}
+    event_message = cast(JsonObject, doc["message"])
+    message: JsonObject = {
+        k: v for k, v in event_message.items() if k not in ("content", "toolCalls")
+    }
     if content:
         message["content"] = content
     if calls:
@@ -112,7 +117,7 @@ def identity(message: Message) -> str | None:
     return None
 
 
-def inference_call_id(session_id: str, message: Message, raw_message: Any) -> str:
+def inference_call_id(session_id: str, message: Message, raw_message: Json) -> str:
     if message.messageId:
         return message.messageId
     if message.sequence is not None:

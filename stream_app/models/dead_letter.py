@@ -1,9 +1,13 @@
-"""The dead-letter record (SPEC §6): the original bytes, where they came from, and why."""
+"""The dead-letter record (SPEC §6): the original bytes, where they came from, and why.
+
+The core builds dead letters as plain dicts (``DeadLetterDict``); the model is the contract
+they are tested against.
+"""
 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal, NotRequired, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -23,19 +27,7 @@ class Reason(StrEnum):
     PROCESSING_ERROR = "processing_error"
 
 
-ReasonName = Literal[
-    "invalid_json",
-    "schema",
-    "tenant_mismatch",
-    "too_large",
-    "unattributable_decision",
-    "ambiguous_decision",
-    "orphaned_decision",
-    "turn_too_large",
-    "session_limit",
-    "processing_error",
-]
-
+Encoding = Literal["utf-8", "base64"]  # of a dead letter's key and value
 Sha256Hex = Annotated[str, Field(min_length=64, max_length=64, pattern=r"^[0-9a-f]{64}$")]
 
 # Present only when the key or value was cut (core/dead_letter.py): absent, never null.
@@ -58,8 +50,9 @@ class DeadLetter(BaseModel):
     offset: JsonInt = Field(ge=0)
     key: str | None
     value: str | None
-    encoding: Literal["utf-8", "base64"]
-    reason: ReasonName
+    encoding: Encoding
+    # Lax for this field alone: strict takes only the enum's members, and JSON has strings.
+    reason: Reason = Field(strict=False)
     error: str = Field(min_length=1)
     dead_lettered_at: DateTimeStr
     truncated: Literal[True] | None = None
@@ -70,7 +63,7 @@ class DeadLetter(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _absent_not_null(cls, data: Any) -> Any:
+    def _absent_not_null(cls, data: object) -> object:
         if isinstance(data, dict):
             for name in _TRUNCATION_FIELDS:
                 if name in data and data[name] is None:
@@ -88,3 +81,20 @@ class DeadLetter(BaseModel):
         if self.truncated and self.original_length is None and self.original_key_length is None:
             raise ValueError("truncated comes with the figures of what was cut")
         return self
+
+
+class DeadLetterDict(TypedDict):
+    source_topic: str
+    partition: int
+    offset: int
+    key: str | None
+    value: str | None
+    encoding: Encoding
+    reason: Reason  # a ``str``: JSON writes it as its value
+    error: str
+    dead_lettered_at: str
+    truncated: NotRequired[Literal[True]]
+    original_length: NotRequired[int]
+    original_sha256: NotRequired[str]
+    original_key_length: NotRequired[int]
+    original_key_sha256: NotRequired[str]

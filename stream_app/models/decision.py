@@ -1,12 +1,16 @@
-"""``DeveloperDecision``: the decisions topic's input and the ``decisions`` of a Turn (SPEC §3)."""
+"""``DeveloperDecision``: the decisions topic's input and the ``decisions`` of a Turn (SPEC §3).
+
+The models check what arrives; past intake the core keeps a decision as a plain dict
+(``DecisionDict``), which orjson writes to state and to turns as it is.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from stream_app.models.json_types import DateTimeStr, JsonInt
+from stream_app.models.json_types import DateTimeStr, JsonInt, JsonObject, ParsedJson
 
 AgentHarness = Literal["claude-code", "copilot", "codex", "pi"]
 InteractionMode = Literal["agent", "inline"]
@@ -36,7 +40,7 @@ class DecisionPayload(BaseModel):
     observation_delay_ms: JsonInt | None = Field(ge=0)
     occurred_at: DateTimeStr
     captured_at: DateTimeStr | None = None
-    raw: dict[str, Any]
+    raw: dict[str, ParsedJson]
 
 
 class DeveloperDecision(DecisionPayload):
@@ -46,4 +50,24 @@ class DeveloperDecision(DecisionPayload):
     captured_at: DateTimeStr
 
 
-DECISION_FIELDS: tuple[str, ...] = tuple(DeveloperDecision.model_fields)
+class DecisionDict(TypedDict):
+    """A ``DeveloperDecision`` as the core keeps it and a Turn carries it, fields in the
+    contract's order. ``org_id`` is bound to the tenant at intake; ``captured_at`` is None
+    only until the decision is first stored."""
+
+    decision_id: str
+    org_id: str
+    session_id: str
+    user_id: str | None
+    agent_harness: AgentHarness
+    file_path: str
+    accepted: bool
+    explicit: bool
+    interaction_mode: InteractionMode
+    commit_sha: str | None
+    call_id: str | None
+    edit_retention_score: float | None
+    observation_delay_ms: int | None
+    occurred_at: str
+    captured_at: str | None
+    raw: JsonObject

@@ -7,15 +7,15 @@ optional field that is ``null`` counts as absent (protobuf-JSON producers write 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from stream_app.models.json_types import DateTimeStr
+from stream_app.models.json_types import DateTimeStr, ParsedJson
 
 Role = Literal["system", "user", "assistant", "tool"]
 
-_ROLES: dict[Any, Role] = {
+_ROLES: dict[str | int, Role] = {
     "ROLE_SYSTEM": "system",
     "ROLE_USER": "user",
     "ROLE_ASSISTANT": "assistant",
@@ -29,7 +29,7 @@ _ROLES: dict[Any, Role] = {
 _SEQUENCE = re.compile(r"^-?\d+$")
 
 
-def _role(value: Any) -> Role:
+def _role(value: object) -> Role:
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, str | int) or value not in _ROLES:
@@ -37,7 +37,7 @@ def _role(value: Any) -> Role:
     return _ROLES[value]
 
 
-def _sequence(value: Any) -> int | None:
+def _sequence(value: object) -> int | None:
     if value is None:
         return None
     if isinstance(value, float) and value.is_integer():
@@ -55,7 +55,7 @@ class _Input(BaseModel):
 
 class ToolResult(_Input):
     toolCallId: str
-    result: Any
+    result: ParsedJson
 
 
 class ContentPart(_Input):
@@ -76,7 +76,7 @@ class ContentPart(_Input):
 class ToolCall(_Input):
     id: str
     name: str
-    arguments: str | dict[str, Any] | None = None
+    arguments: str | dict[str, ParsedJson] | None = None
 
 
 class Message(_Input):
