@@ -26,23 +26,20 @@ class Pipeline:
         """The stateless half: runs before records are re-keyed by session."""
         return decode(record, self.policy, self.clock())
 
-    def apply(self, item: SessionInput) -> Outputs:
-        """The stateful half: runs on the worker that owns the item's session."""
+    def apply(self, item: SessionInput, out: Outputs | None = None) -> Outputs:
+        """The stateful half: runs on the worker that owns the item's session. ``out``: the
+        outputs its decode began, which this half goes on filling (new when None)."""
         now = self.clock()
         state, out = apply(
-            self.store.get(item.session_id), item, self.policy, now, self.store.collapse
+            self.store.get(item.session_id), item, self.policy, now, self.store.collapse, out
         )
         self.store.put(state)
         return out
 
     def process(self, record: SourceRecord) -> Outputs:
+        """Both halves, on one ``Outputs``: what decoding counted is never merged in after."""
         item, out = self.decode(record)
-        if item is None:
-            return out
-        applied = self.apply(item)
-        if out.counts:
-            applied.counts.update(out.counts)
-        return applied
+        return out if item is None else self.apply(item, out)
 
     def sweep(self, session_ids: Iterable[str] | None = None) -> Outputs:
         """Expire idle sessions and closed turns among ``session_ids`` (default: all the

@@ -4,19 +4,22 @@ One record's walk, in one direction: ``Worker.apply`` decodes it (``Pipeline.dec
 either applies it to its session in place or forwards it, re-keyed by session, to
 ``<id>-sessions``; what the core emits waits in the record's batch
 (``checkpointing/batches.py``), which ``Outbox.send`` hands to the producer and
-``Outbox.observe`` counts and logs once the broker has it.
+``Outbox.observe`` counts and logs once the broker has it. A record has one ``Outputs``
+from its decode on (applied in place, the apply fills the decode's; forwarded, what the
+decode counted waits in the batch beside it), so ``observe`` is the one place a count of
+the worker becomes a metric: none is counted for a batch the broker never took.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import Literal, NamedTuple
 
 import orjson
-from faust.types import TP, Message, ProducerT
+from faust.types import TP, Message, ProducerT, RecordMetadata
 
 from stream_app import logs, metrics
 from stream_app.checkpointing.batches import Batch
@@ -82,7 +85,7 @@ class Routing:
             and self.copartitioned.get(topic, False)
         )
 
-    def lag(self, assigned: set[TP], highwater: Any) -> dict[TP, int]:
+    def lag(self, assigned: set[TP], highwater: Callable[[TP], int | None]) -> dict[TP, int]:
         """Records not yet read per assigned input partition (``highwater(tp)``: the
         consumer's high watermark); a partition moved away is forgotten here."""
         for tp in [tp for tp in self.last_read if tp not in assigned]:
@@ -141,13 +144,14 @@ class Worker:
         if item is None:
             batch.emitted.append(Emitted(out, None))
             return
-        metrics.count(out.counts)
         key = item.session_id.encode()
         partition = partition_for(key, routing.partitions)
         if routing.in_place(msg.topic, msg.partition, partition):
-            batch.emitted.append(Emitted(self.pipeline.apply(item), msg.timestamp))
-        else:
-            batch.forward.append(Forward(key, dump_input(item), partition, msg.timestamp))
+            batch.emitted.append(Emitted(self.pipeline.apply(item, out), msg.timestamp))
+            return
+        if out.counts:  # what decoding counted: counted with the batch, like everything else
+            batch.emitted.append(Emitted(out, None))
+        batch.forward.append(Forward(key, dump_input(item), partition, msg.timestamp))
 
     def _apply_forwarded(self, msg: Message, batch: Batch) -> None:
         value = msg.value
@@ -204,10 +208,10 @@ class Outbox:
         self.dlq_topic = dlq_topic
         self.routing = routing
 
-    async def send(self, batch: Batch) -> list[Awaitable[Any]]:
+    async def send(self, batch: Batch) -> list[Awaitable[RecordMetadata]]:
         """Hands a batch's emissions and forwarded inputs to the producer, in order."""
         producer, partitions = self.producer, self.routing.partitions
-        acks: list[Awaitable[Any]] = []
+        acks: list[Awaitable[RecordMetadata]] = []
         for out, _ in batch.emitted:
             for revision in out.turns:
                 acks.append(
