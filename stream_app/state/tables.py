@@ -21,6 +21,7 @@ from faust.types import TP, StoreT
 from yarl import URL
 
 from stream_app.models.topics import partition_for
+from stream_app.state.damaged import damaged, move_aside
 
 # Faust opens each table partition's RocksDB with 64 MiB write buffers (three of them) and a
 # 2 GiB block cache: a worker's 12 databases (3 tables x 4 partitions) could hold gigabytes.
@@ -43,6 +44,19 @@ class _KeyPartitioned:
 
 
 class RocksDBStore(_KeyPartitioned, rocksdb.Store):
+    def _open_for_partition(self, partition: int) -> Any:
+        """A database whose files are damaged is moved aside and the partition opened
+        empty, which Faust then rebuilds from its changelog (``state/damaged.py``); any
+        other failure to open is raised, as Faust does."""
+        try:
+            return super()._open_for_partition(partition)
+        except Exception as exc:
+            path = self.partition_path(partition)
+            if not damaged(path, exc):
+                raise
+            move_aside(path, exc)
+        return super()._open_for_partition(partition)
+
     def _set(self, key: bytes, value: bytes | None) -> None:
         partition = self._partition(key)
         self._key_index[key] = partition
