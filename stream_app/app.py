@@ -198,7 +198,12 @@ def create_app(settings: Settings) -> faust.App:
     # -- pages -----------------------------------------------------------------------
     @app.page("/health")
     async def health(web: Any, request: Any) -> Any:
-        """Live while the event loop answers."""
+        """Live while the event loop answers and the agent runs. Once the app has crashed
+        or stops, or the agent has stopped, nothing reads the inputs any more: a worker
+        stuck in that stop must look dead to the liveness probe (``should_stop`` is mode's
+        public "stopped or crashed")."""
+        if app.should_stop or assemble.should_stop:
+            return web.json({"status": "stopped"}, status=503)
         return web.json({"status": "live"})
 
     @app.page("/ready")

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from stream_app import __version__, heap, logs
+from stream_app import __version__, exits, heap, logs
 from stream_app.config import SettingsError, broker_hosts, load_settings
 
 DESCRIPTION = (
@@ -88,7 +88,8 @@ def _worker(args: argparse.Namespace) -> int:
 
     Faust ends every run with ``SystemExit``: 0 after a stop (SIGTERM, SIGINT), 1 when
     start-up failed or a service crashed ("We experienced a crash!"), with the error as the
-    exit's context. Its own log shows the traceback; the last line says which it was.
+    exit's context. Its own log shows the traceback; the last line says which it was, and
+    a stop or a crash that does not finish in time is cut short (``exits.py``).
     """
     import asyncio
 
@@ -111,20 +112,28 @@ def _worker(args: argparse.Namespace) -> int:
         return 0
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # Faust installs its own
+    last_word = exits.LastWord()
     try:
         from stream_app.app import app
 
         tune_gc()
-        worker = app.Worker(loglevel=args.loglevel, quiet=True)
+        # Not Faust's redirection of stdout and stderr into its log, which made each write a
+        # record: a traceback printed by a dying thread was ~68 of them.
+        worker = exits.BoundedWorker(
+            app, loglevel=args.loglevel, quiet=True, redirect_stdouts=False
+        )
     except Exception as exc:
-        return _crashed(exc)
+        return last_word.crash(exc)
+    logs.log_thread_exceptions()
+    exits.Watchdog(worker, last_word).start()  # the exit within a bound (exits.py)
     try:
         worker.execute_from_commandline()
     except SystemExit as stop:
         if stop.code in (0, None):
-            logs.event("shutdown", mode="graceful")
-            return 0
-        return _crashed(stop.__context__ or worker.crash_reason, stop.code)
+            return last_word.shutdown("graceful")
+        return last_word.crash(stop.__context__ or worker.reason, stop.code)
+    except BaseException as exc:  # a CancelledError for the crash's reason: no Exception
+        return last_word.crash(worker.reason or exc)
     return 0  # not reached: Faust always exits
 
 
@@ -134,17 +143,6 @@ def _ignored_setting(line: str) -> None:
 
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
-
-
-def _crashed(error: BaseException | None, status: object = 1) -> int:
-    """One ``crash`` line for a worker that died of an error; its exit status (1 by default)."""
-    logs.event(
-        "crash",
-        logging.ERROR,
-        error=str(error) if error is not None else f"the worker exited with status {status}",
-        type=type(error).__name__ if error is not None else "SystemExit",
-    )
-    return status if isinstance(status, int) and status != 0 else 1
 
 
 def _dev(args: argparse.Namespace) -> int:

@@ -82,12 +82,18 @@ async def _wait(bootstrap: str, options: Mapping[str, Any], bind: str, port: int
 
 
 class Watch:
-    """The running worker's view of the cluster: asked every ``WATCH_INTERVAL`` seconds."""
+    """The running worker's view of the cluster: asked every ``WATCH_INTERVAL`` seconds.
+
+    Once the cluster counts as unreachable, each attempt that fails is one line, as while
+    waiting at start-up: the Kafka clients' own lines about it are let through only once in
+    a while (``logs.Repeats``), so these say how long it has lasted.
+    """
 
     def __init__(self, bootstrap: str, options: Mapping[str, Any]) -> None:
         self.bootstrap, self.options = bootstrap, options
         self.answered_at = time.monotonic()
         self.reachable = True
+        self.attempts = 0  # failed since the cluster last answered
 
     async def check(self) -> None:
         why = await answers(self.bootstrap, self.options, ATTEMPT_TIMEOUT)
@@ -95,11 +101,20 @@ class Watch:
         if why is None:
             self.answered_at = now
             if not self.reachable:
-                logs.event("broker_reachable", broker=self.bootstrap)
-            self.reachable = True
-        elif self.reachable and now - self.answered_at > LOST_AFTER:
+                logs.event("broker_reachable", broker=self.bootstrap, attempts=self.attempts)
+            self.reachable, self.attempts = True, 0
+            return
+        self.attempts += 1
+        if now - self.answered_at > LOST_AFTER:
             self.reachable = False
-            logs.event("broker_unreachable", logging.WARNING, broker=self.bootstrap, error=why)
+            logs.event(
+                "broker_unreachable",
+                logging.WARNING,
+                broker=self.bootstrap,
+                attempt=self.attempts,
+                unreachable_for_s=round(now - self.answered_at, 1),
+                error=why,
+            )
 
 
 async def _serve_probes(bind: str, port: int) -> web.AppRunner | None:
