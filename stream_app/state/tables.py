@@ -15,6 +15,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, cast
 
+import rocksdict
 from faust.stores import memory, rocksdb
 from faust.tables.table import Table
 from faust.types import TP, StoreT
@@ -43,19 +44,34 @@ class _KeyPartitioned:
         return int(self.table.partition_for_key(key))
 
 
+def _without_wal(db: Any) -> Any:
+    """Writes skip RocksDB's write-ahead log: the changelog is what a table is rebuilt from,
+    and the offset of the changelog a database holds (Faust's ``set_persisted_offset``) is
+    written to the same database after the records it covers, so a crash loses a suffix of
+    both together and recovery reads the changelog on from where the database stands, as
+    Kafka Streams' stores do. Puts take a third of the time (0.7 against 2.2 µs, 400 B,
+    in a loop of puts)."""
+    if isinstance(db, rocksdict.Rdict):
+        options = rocksdict.WriteOptions()
+        # A property at run time; rocksdict's stubs call it a method.
+        options.disable_wal = True  # type: ignore[method-assign,assignment]
+        db.set_write_options(options)
+    return db
+
+
 class RocksDBStore(_KeyPartitioned, rocksdb.Store):
     def _open_for_partition(self, partition: int) -> Any:
         """A database whose files are damaged is moved aside and the partition opened
         empty, which Faust then rebuilds from its changelog (``state/damaged.py``); any
         other failure to open is raised, as Faust does."""
         try:
-            return super()._open_for_partition(partition)
+            return _without_wal(super()._open_for_partition(partition))
         except Exception as exc:
             path = self.partition_path(partition)
             if not damaged(path, exc):
                 raise
             move_aside(path, exc)
-        return super()._open_for_partition(partition)
+        return _without_wal(super()._open_for_partition(partition))
 
     def _set(self, key: bytes, value: bytes | None) -> None:
         partition = self._partition(key)

@@ -137,3 +137,23 @@ def test_a_partitions_items_are_the_tables_own_and_no_one_elses(
     assert items
     assert all(session_of(key) in {s.encode() for s in SESSIONS} for key, _ in items)
     assert {partition_for(session_of(key), PARTITIONS) for key, _ in items} == {partition}
+
+
+def test_a_rocksdb_partition_writes_without_its_write_ahead_log(tmp_path: Path) -> None:
+    # The changelog rebuilds a table; the database's own log only slowed every put.
+    app: faust.App = App(
+        "test-wal",
+        broker="kafka://127.0.0.1:9",
+        store="rocksdb://",
+        datadir=str(tmp_path),
+        topic_partitions=PARTITIONS,
+        Table=KeyPartitionedTable,
+    )
+    table = app.Table("sessions", partitions=PARTITIONS)  # type: ignore[misc]
+    store = table.data
+    for i in range(1000):
+        store[f"s{i}".encode()] = b"x" * 400
+    # RocksDB's write-ahead log files are named by number: NNNNNN.log.
+    written = sum(p.stat().st_size for p in tmp_path.rglob("*.log") if p.name[0].isdigit())
+    assert store._dbs, "no partition database was opened"
+    assert written == 0, f"{written} bytes of write-ahead log"
