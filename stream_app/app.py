@@ -22,10 +22,13 @@ finished, and the core recognises a record it has applied.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any, cast
 
 import faust
 from faust.tables.manager import TableManager
+from faust.types import TP
+from faust.web import Request, Response, View
 from mode.supervisors import CrashingSupervisor
 from prometheus_client import generate_latest
 
@@ -110,8 +113,15 @@ def create_app(settings: Settings) -> faust.App:
     guard_faust_views(app, settings.web_token)
 
     # -- topics ----------------------------------------------------------------------
-    def topic(*names: str, **options: Any) -> faust.TopicT:
-        return app.topic(*names, key_type=bytes, value_type=bytes, partitions=partitions, **options)
+    def topic(*names: str, internal: bool = False, compacting: bool | None = None) -> faust.TopicT:
+        return app.topic(
+            *names,
+            key_type=bytes,
+            value_type=bytes,
+            partitions=partitions,
+            internal=internal,
+            compacting=compacting,
+        )
 
     routing = Routing(
         sessions_topic=f"{settings.id}-sessions",
@@ -124,8 +134,10 @@ def create_app(settings: Settings) -> faust.App:
     dead_letters = topic(settings.topic_dlq)
 
     # -- tables (state/sessions.py, state/entries.py) --------------------------------
-    def table(name: str, **options: Any) -> KeyPartitionedTable:
-        return cast(KeyPartitionedTable, app.Table(name, partitions=partitions, **options))
+    def table(name: str, session_of: Callable[[bytes], bytes] = bytes) -> KeyPartitionedTable:
+        return cast(
+            KeyPartitionedTable, app.Table(name, partitions=partitions, session_of=session_of)
+        )
 
     heads = table("sessions")
     entries = table("entries", session_of=session_of)
@@ -197,7 +209,7 @@ def create_app(settings: Settings) -> faust.App:
 
     # -- pages -----------------------------------------------------------------------
     @app.page("/health")
-    async def health(web: Any, request: Any) -> Any:
+    async def health(web: View, request: Request) -> Response:
         """Live while the event loop answers and the agent runs. Once the app has crashed
         or stops, or the agent has stopped, nothing reads the inputs any more: a worker
         stuck in that stop must look dead to the liveness probe (``should_stop`` is mode's
@@ -207,7 +219,7 @@ def create_app(settings: Settings) -> faust.App:
         return web.json({"status": "live"})
 
     @app.page("/ready")
-    async def ready(web: Any, request: Any) -> Any:
+    async def ready(web: View, request: Request) -> Response:
         """Ready once table recovery has finished, while no rebalance is under way and the
         cluster answers."""
         recovered = cast(TableManager, app.tables).recovery.completed.is_set()
@@ -218,7 +230,7 @@ def create_app(settings: Settings) -> faust.App:
         )
 
     @app.page("/metrics")
-    async def metrics_page(web: Any, request: Any) -> Any:
+    async def metrics_page(web: View, request: Request) -> Response:
         metrics.SESSIONS.set(len(store))
         metrics.LAG.clear()
         for tp, lag in routing.lag(app.consumer.assignment(), app.consumer.highwater).items():
@@ -228,7 +240,7 @@ def create_app(settings: Settings) -> faust.App:
     @app.page("/sessions/{session_id}")
     @requires_token(settings.web_token)  # before the routing: a forwarded request keeps it
     @app.table_route(table=heads, match_info="session_id")
-    async def session_state(web: Any, request: Any, session_id: str) -> Any:
+    async def session_state(web: View, request: Request, session_id: str) -> Response:
         """One session's state, answered by the worker that owns it."""
         state = store.peek(session_id)
         if state is None:
@@ -238,7 +250,7 @@ def create_app(settings: Settings) -> faust.App:
     # -- signals and start-up --------------------------------------------------------
     # Faust's signal stubs do not describe receivers that take the signal's arguments.
     @app.on_partitions_assigned.connect  # type: ignore[arg-type]
-    async def on_assigned(app: faust.App, assigned: set[Any], **kwargs: Any) -> None:
+    async def on_assigned(app: faust.App, assigned: set[TP], **kwargs: object) -> None:
         routing.assigned(assigned)
         store.forget_all()  # partitions may have moved and back: the tables rule
         if not routing.copartitioned:
@@ -254,7 +266,7 @@ def create_app(settings: Settings) -> faust.App:
         )
 
     @app.on_rebalance_complete.connect  # type: ignore[arg-type]
-    async def on_recovered(app: faust.App, **kwargs: Any) -> None:
+    async def on_recovered(app: faust.App, **kwargs: object) -> None:
         logs.event("recovery_done", sessions=store.recount())
 
     @app.task  # type: ignore[untyped-decorator]

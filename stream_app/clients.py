@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Required
 
-from stream_app.config import Settings
+from stream_app.config import KafkaOptions, Settings
 
 
-def client_options(settings: Settings, bootstrap: str | None = None) -> dict[str, Any]:
+class ClientOptions(KafkaOptions, total=False):
+    bootstrap_servers: Required[str]
+
+
+def client_options(settings: Settings, bootstrap: str | None = None) -> ClientOptions:
     """Bootstrap servers (``--bootstrap`` or ``STREAM_APP_BROKER_URL``) and the connection's
     security from the settings, so that every tool connects as the worker does."""
     return {

@@ -17,7 +17,7 @@ import ssl
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal, Required, TypedDict
 
 from pydantic import (
     Field,
@@ -27,7 +27,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
+from pydantic_core import ErrorDetails, PydanticCustomError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from stream_app.core.policy import Policy
@@ -90,6 +90,18 @@ def broker_hosts(address: str) -> list[str]:
     if not hosts:
         raise ValueError(f"no broker given; give {BROKER_FORMAT}")
     return hosts
+
+
+class KafkaOptions(TypedDict, total=False):
+    """The connection's security as aiokafka's clients take it as keyword arguments: one
+    set of names for every client the project makes itself (the tools, the probes), typed
+    where one is read (``tail`` names the protocol it tried)."""
+
+    security_protocol: Required[SecurityProtocol]
+    ssl_context: ssl.SSLContext
+    sasl_mechanism: SaslMechanism | None
+    sasl_plain_username: str | None
+    sasl_plain_password: str
 
 
 class Settings(BaseSettings):
@@ -163,7 +175,7 @@ class Settings(BaseSettings):
         mode="before",
     )
     @classmethod
-    def _empty_is_unset(cls, value: Any) -> Any:
+    def _empty_is_unset(cls, value: object) -> object:
         """An empty variable (a ConfigMap key left blank, or PLAINTEXT_SETTINGS) is no value."""
         return None if value == "" else value
 
@@ -265,9 +277,9 @@ class Settings(BaseSettings):
                 ) from None
         return context
 
-    def kafka_options(self) -> dict[str, Any]:
+    def kafka_options(self) -> KafkaOptions:
         """Keyword arguments for an aiokafka client (consumer, producer, admin)."""
-        options: dict[str, Any] = {"security_protocol": self.security_protocol}
+        options: KafkaOptions = {"security_protocol": self.security_protocol}
         if (context := self.ssl_context()) is not None:
             options["ssl_context"] = context
         if self.security_protocol in SASL_PROTOCOLS:
@@ -335,7 +347,7 @@ def _warn(line: str) -> None:
     print(f"stream-app: warning: {line}", file=sys.stderr, flush=True)
 
 
-def _number(value: Any) -> str:
+def _number(value: object) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
@@ -347,7 +359,7 @@ _BOUNDS = {
 }
 
 
-def _in_user_words(error: Mapping[str, Any]) -> str:
+def _in_user_words(error: ErrorDetails) -> str:
     """What the variable must be, said about the variable rather than pydantic's input."""
     kind, ctx = error["type"], error.get("ctx") or {}
     if kind in _BOUNDS:

@@ -32,13 +32,13 @@ import tempfile
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from types import FrameType
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -101,7 +101,7 @@ class _Lifeline:
         self.signalled = False
         self.stopping = False  # the children are being stopped: a signal now kills them
         self._deferring = False
-        self._task: asyncio.Task[Any] | None = None
+        self._task: asyncio.Task[object] | None = None
 
     def install(self) -> None:
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -130,7 +130,7 @@ class _Lifeline:
         if self.signalled:
             raise _Stop
 
-    def run_async(self, start: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    def run_async(self, start: Callable[[], Awaitable[T]]) -> T:
         """``asyncio.run(start())``, cancelled by the first signal."""
 
         async def main() -> T:
@@ -380,7 +380,7 @@ async def _serve(
     worker: subprocess.Popen[bytes],
     broker: _Broker,
     workdir: Path,
-    show: Callable[[], Coroutine[Any, Any, None]],
+    show: Callable[[], Awaitable[None]],
 ) -> None:
     """Runs ``show()`` while both children run; the first of them to end ends it."""
     tasks = [asyncio.ensure_future(show()), asyncio.ensure_future(_watch(worker, broker, workdir))]

@@ -20,13 +20,14 @@ import contextlib
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import IO, Any
+from typing import IO
 
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
+from aiokafka.structs import ConsumerRecord
 
-from stream_app.clients import client_options
+from stream_app.clients import ClientOptions, client_options
 from stream_app.config import Settings
 from stream_app.core.revisions import Latest, TurnRecord, read_headers
 from stream_app.text import counted
@@ -42,9 +43,9 @@ class ExportError(Exception):
 
 
 async def read_to_end(
-    options: dict[str, Any],
+    options: ClientOptions,
     topic: str,
-    each: Callable[[Any], None],
+    each: Callable[[ConsumerRecord[bytes, bytes]], None],
     progress: Callable[[int, int | None], None] | None = None,
 ) -> int:
     """Calls ``each`` with every record of ``topic`` up to its end, partition by partition
@@ -78,7 +79,7 @@ async def _read(
     consumer: AIOKafkaConsumer,
     topic: str,
     where: str,
-    each: Callable[[Any], None],
+    each: Callable[[ConsumerRecord[bytes, bytes]], None],
     progress: Callable[[int, int | None], None] | None,
 ) -> int:
     partitions = consumer.partitions_for_topic(topic)
@@ -143,7 +144,7 @@ async def export(
     latest = Latest()
     counts: Counter[str] = Counter()
 
-    def each(record: Any) -> None:
+    def each(record: ConsumerRecord[bytes, bytes]) -> None:
         if record.key is None:
             counts["not_turns"] += 1
             return

@@ -24,11 +24,10 @@ import ctypes.util
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
 
 INTERVAL = 30.0  # seconds between two returns of free memory
 
-_trim: Callable[[int], Any] | None = None
+_trim: Callable[[int], int] | None = None  # glibc's malloc_trim: 1 if it gave memory back
 with contextlib.suppress(OSError, AttributeError):  # not glibc
     _trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
 

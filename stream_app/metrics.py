@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections import Counter as Counts
 from collections.abc import Callable
 from functools import partial
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -113,10 +112,10 @@ TURN_LATENCY = Histogram(
 )
 
 
-def _series() -> dict[Count, Callable[[], Any] | None]:
+def _series() -> dict[Count, Callable[[], Counter] | None]:
     """Each count's series: the one place a count becomes a metric (None: replay's only).
     A labelled series is made at its first count (``declare`` makes those alerts need)."""
-    series: dict[Count, Callable[[], Any] | None] = {
+    series: dict[Count, Callable[[], Counter] | None] = {
         Count.TURNS_EMITTED: lambda: TURNS,
         Count.TURN_REVISIONS: lambda: REVISIONS,
         Count.DUPLICATE_MESSAGE: partial(DUPLICATES.labels, kind="message"),

@@ -29,10 +29,10 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
+from aiokafka.structs import RecordMetadata
 
 from stream_app.clients import client_options
 from stream_app.config import Settings
@@ -115,7 +115,7 @@ class Publisher:
             max_request_size=max(1048576, settings.max_record_bytes + 65536),
         )
         self.partitions: dict[str, int] = {}
-        self.unacknowledged: list[tuple[str, Awaitable[Any]]] = []
+        self.unacknowledged: list[tuple[str, Awaitable[RecordMetadata]]] = []
 
     async def start(self) -> None:
         try:

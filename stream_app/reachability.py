@@ -15,7 +15,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping
-from typing import Any
 
 from aiohttp import web
 from aiokafka import AIOKafkaClient
@@ -30,7 +29,7 @@ WATCH_INTERVAL = 5.0  # seconds between two questions while running
 LOST_AFTER = 15.0  # seconds without an answer after which the cluster counts as unreachable
 
 
-async def answers(bootstrap: str, options: Mapping[str, Any], timeout: float) -> str | None:
+async def answers(bootstrap: str, options: Mapping[str, object], timeout: float) -> str | None:
     """None when the cluster answers a metadata request, else why not, in one line."""
     client = AIOKafkaClient(
         bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000), **options
@@ -44,7 +43,9 @@ async def answers(bootstrap: str, options: Mapping[str, Any], timeout: float) ->
         await client.close()
 
 
-async def wait_for_broker(bootstrap: str, options: Mapping[str, Any], bind: str, port: int) -> int:
+async def wait_for_broker(
+    bootstrap: str, options: Mapping[str, object], bind: str, port: int
+) -> int:
     """Returns once the cluster answers; the attempts it took. Serves the probes meanwhile."""
     client_log = logging.getLogger("aiokafka")
     level = client_log.level
@@ -55,7 +56,7 @@ async def wait_for_broker(bootstrap: str, options: Mapping[str, Any], bind: str,
         client_log.setLevel(level)
 
 
-async def _wait(bootstrap: str, options: Mapping[str, Any], bind: str, port: int) -> int:
+async def _wait(bootstrap: str, options: Mapping[str, object], bind: str, port: int) -> int:
     attempt, backoff = 1, FIRST_BACKOFF
     why = await answers(bootstrap, options, ATTEMPT_TIMEOUT)
     if why is None:
@@ -89,7 +90,7 @@ class Watch:
     a while (``logs.Repeats``), so these say how long it has lasted.
     """
 
-    def __init__(self, bootstrap: str, options: Mapping[str, Any]) -> None:
+    def __init__(self, bootstrap: str, options: Mapping[str, object]) -> None:
         self.bootstrap, self.options = bootstrap, options
         self.answered_at = time.monotonic()
         self.reachable = True

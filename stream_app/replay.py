@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from typing import IO, Any
+from typing import IO
 
 import orjson
 
@@ -18,6 +18,7 @@ from stream_app.core.counts import Count
 from stream_app.core.dead_letter import rejected
 from stream_app.core.records import Origin, Outputs, SourceRecord
 from stream_app.models.dead_letter import Reason
+from stream_app.models.json_types import Json
 from stream_app.pipeline import Pipeline
 from stream_app.state.memory import MemorySessions
 from stream_app.text import counted
@@ -25,7 +26,7 @@ from stream_app.text import counted
 REPLAY_INPUT_TOPIC = "replay-input"  # source_topic of a line that is not a record at all
 
 
-def record_value(value: Any) -> bytes:
+def record_value(value: Json) -> bytes:
     """A replay line's ``value`` as record bytes: a string is the raw value, else its JSON."""
     if isinstance(value, str):
         return value.encode()
@@ -35,10 +36,10 @@ def record_value(value: Any) -> bytes:
         return _dumps_deep(value)
 
 
-def _dumps_deep(value: Any) -> bytes:
+def _dumps_deep(value: Json) -> bytes:
     """JSON of a value nested deeper than orjson writes, without recursion."""
     out: list[bytes] = []
-    stack: list[Any] = [value]  # JSON values, and bytes to write as they are
+    stack: list[Json | bytes] = [value]  # JSON values, and bytes to write as they are
     while stack:
         item = stack.pop()
         if isinstance(item, bytes):
@@ -125,7 +126,7 @@ def summary(counts: Counter[str]) -> str:
         return {k[len(prefix) :]: v for k, v in sorted(counts.items()) if k.startswith(prefix)}
 
     letters = by("dead_letter:")
-    parts: list[Any] = [
+    parts: list[str] = [
         f"{counted(counts['records:messages'], 'message')}, "
         f"{counted(counts['records:decisions'], 'decision')} read",
         f"{counted(counts['turns_emitted'], 'turn')} emitted, "

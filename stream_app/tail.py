@@ -14,13 +14,17 @@ import logging
 import sys
 import time
 from collections.abc import Callable, Mapping
-from typing import IO, Any
+from typing import IO
 
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
+from aiokafka.structs import ConsumerRecord
 
+from stream_app.config import KafkaOptions
 from stream_app.core.revisions import read_headers
+from stream_app.models.dead_letter import DeadLetterDict
+from stream_app.models.turn import TurnDict
 from stream_app.text import counted
 
 CONNECT_ATTEMPTS = 5
@@ -36,7 +40,7 @@ class TailError(Exception):
     """Why tail cannot go on, in one line."""
 
 
-def describe(key: str, turn: dict[str, Any], revision: int | None = None) -> str:
+def describe(key: str, turn: TurnDict, revision: int | None = None) -> str:
     """One readable paragraph per turn revision; a revision after the first says its number,
     since it replaces the paragraph printed for that key before."""
     calls = ", ".join(f"{c['name']}({c['id']})" for c in turn["tool_calls"]) or "none"
@@ -64,7 +68,7 @@ async def tail(
     limit: int | None = None,
     out: IO[str] = sys.stdout,
     err: IO[str] = sys.stderr,
-    options: Mapping[str, Any] | None = None,
+    options: KafkaOptions | None = None,
     dead_letters: str | None = None,
     say_following: bool = False,
 ) -> int:
@@ -78,7 +82,7 @@ async def tail(
     or the broker goes away (see the module's docstring for the bounds).
     """
     _quiet_client_log()
-    consumer = await _connect(bootstrap, err, options or {})
+    consumer = await _connect(bootstrap, err, options)
     try:
         tps = _partitions(consumer, topic, bootstrap)
         if dead_letters is not None:
@@ -106,14 +110,15 @@ def _quiet_client_log() -> None:
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
 
 
-async def _connect(bootstrap: str, err: IO[str], options: Mapping[str, Any]) -> AIOKafkaConsumer:
+async def _connect(bootstrap: str, err: IO[str], options: KafkaOptions | None) -> AIOKafkaConsumer:
     # A TLS or SASL failure looks like silence to the client: say which protocol was tried.
-    protocol = options.get("security_protocol", "PLAINTEXT")
+    security: Mapping[str, object] = options or {}  # none: plaintext
+    protocol = security.get("security_protocol", "PLAINTEXT")
     where = bootstrap if protocol == "PLAINTEXT" else f"{bootstrap} over {protocol}"
     delay = FIRST_BACKOFF
     for attempt in range(1, CONNECT_ATTEMPTS + 1):
         consumer = AIOKafkaConsumer(
-            bootstrap_servers=bootstrap, enable_auto_commit=False, **options
+            bootstrap_servers=bootstrap, enable_auto_commit=False, **security
         )
         if await _started(consumer):
             return consumer
@@ -168,7 +173,10 @@ def _partitions(consumer: AIOKafkaConsumer, topic: str, bootstrap: str) -> list[
 
 
 async def _follow(
-    consumer: AIOKafkaConsumer, bootstrap: str, limit: int | None, show: Callable[[Any], bool]
+    consumer: AIOKafkaConsumer,
+    bootstrap: str,
+    limit: int | None,
+    show: Callable[[ConsumerRecord[bytes, bytes]], bool],
 ) -> int:
     """Shows records until ``limit`` of those ``show`` counts (turns); asks the broker
     whether it is there when none come."""
@@ -205,7 +213,7 @@ async def _answers(consumer: AIOKafkaConsumer) -> bool:
     return True
 
 
-def describe_dead_letter(letter: dict[str, Any]) -> str:
+def describe_dead_letter(letter: DeadLetterDict) -> str:
     """One readable paragraph per dead letter: why, and where the record came from."""
     where = f"{letter.get('source_topic')} partition {letter.get('partition')}"
     return (
@@ -214,7 +222,9 @@ def describe_dead_letter(letter: dict[str, Any]) -> str:
     )
 
 
-def _print(record: Any, as_json: bool, out: IO[str], dead_letters: str | None) -> bool:
+def _print(
+    record: ConsumerRecord[bytes, bytes], as_json: bool, out: IO[str], dead_letters: str | None
+) -> bool:
     """Writes one record; whether it was a turn (what ``limit`` counts)."""
     value = orjson.loads(record.value)
     if dead_letters is not None and record.topic == dead_letters:

@@ -21,13 +21,13 @@ from __future__ import annotations
 import hmac
 from collections.abc import Awaitable, Callable, Mapping
 from functools import wraps
-from typing import Any
 
 import faust
 from aiohttp import web as aiohttp_web
+from faust.web import Request, Response, View
 from pydantic import SecretStr
 
-Handler = Callable[..., Awaitable[Any]]
+Handler = Callable[..., Awaitable[Response]]  # a view function, with its route's arguments
 CHALLENGE = {"WWW-Authenticate": 'Bearer realm="stream-app"'}
 REFUSAL = {"error": "this view needs Authorization: Bearer <STREAM_APP_WEB_TOKEN>"}
 # The modules of Faust's built-in blueprints whose views tell about the cluster or its
@@ -42,7 +42,7 @@ FAUST_VIEW_MODULES = (
 
 
 def _bytes(text: str) -> bytes:
-    """Any header text as bytes, never an error: aiohttp decodes a header's bytes as UTF-8
+    """A header's text as bytes, never an error: aiohttp decodes a header's bytes as UTF-8
     with ``surrogateescape``, so non-ASCII or undecodable bytes arrive as characters
     that ``str.encode()`` refuses and ``hmac.compare_digest`` will not take in a ``str``."""
     return text.encode("utf-8", "surrogatepass")
@@ -73,7 +73,9 @@ def requires_token(token: SecretStr | None) -> Callable[[Handler], Handler]:
         secret = token.get_secret_value()
 
         @wraps(handler)
-        async def guarded(view: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
+        async def guarded(
+            view: View, request: Request, *args: object, **kwargs: object
+        ) -> Response:
             if not authorized(request.headers, secret):
                 return view.json(REFUSAL, status=401, headers=dict(CHALLENGE))
             return await handler(view, request, *args, **kwargs)

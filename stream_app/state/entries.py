@@ -202,7 +202,7 @@ def decode(
     epoch, generation = doc["epoch"], doc["generation"]
     dropped = {(kind, n) for kind, n in doc["dropped"]}
     garbage: list[bytes] = []
-    found: dict[tuple[str, int], tuple[bytes, Any]] = {}
+    found: dict[tuple[str, int], tuple[bytes, Fields]] = {}
     for key, value in items:
         try:
             _, key_epoch, kind, n = orjson.loads(key)
