@@ -10,7 +10,7 @@ from stream_app.core.counts import Count
 from stream_app.core.expiry import expire
 from stream_app.core.intake import decode
 from stream_app.core.policy import Policy
-from stream_app.core.records import Outputs, SessionInput, SourceRecord
+from stream_app.core.records import Outputs, SessionDecision, SessionInput, SourceRecord
 from stream_app.state.base import SessionStore
 
 
@@ -28,11 +28,21 @@ class Pipeline:
 
     def apply(self, item: SessionInput, out: Outputs | None = None) -> Outputs:
         """The stateful half: runs on the worker that owns the item's session. ``out``: the
-        outputs its decode began, which this half goes on filling (new when None)."""
+        outputs its decode began, which this half goes on filling (new when None).
+
+        The store is read before the core's step and written after it, never from inside
+        it: the session and the collapse's first copies in, the new session and the
+        collapse's writes out."""
         now = self.clock()
-        state, out = apply(
-            self.store.get(item.session_id), item, self.policy, now, self.store.collapse, out
-        )
+        session_id, collapse = item.session_id, self.store.collapse
+        state = self.store.get(session_id)
+        keys = item.collapse_keys if isinstance(item, SessionDecision) else ()
+        firsts = {key: collapse.first(session_id, key) for key in keys}
+        state, out, writes = apply(state, item, self.policy, now, firsts, out)
+        if writes.forget:
+            collapse.forget(session_id)
+        for key, first in writes.remember:
+            collapse.remember(session_id, key, first)
         self.store.put(state)
         return out
 

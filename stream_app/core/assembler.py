@@ -17,7 +17,7 @@ same whatever its session holds, but for what it emits.
 
 from __future__ import annotations
 
-from stream_app.core.collapse import Collapse, first_copy
+from stream_app.core.collapse import CollapseWrites, Firsts, first_copy
 from stream_app.core.completion import render_completion
 from stream_app.core.counts import Count
 from stream_app.core.dead_letter import dead_letter, turn_too_large
@@ -45,16 +45,21 @@ def apply(
     item: SessionInput,
     policy: Policy,
     now: float,
-    collapse: Collapse,
+    firsts: Firsts,
     out: Outputs | None = None,
-) -> tuple[SessionState, Outputs]:
-    """``out``: what the record's walk has produced so far (what decoding it counted), so
-    that one record has one ``Outputs`` from intake to the producer; new when None."""
+) -> tuple[SessionState, Outputs, CollapseWrites]:
+    """``firsts``: the collapse's first copies of the item's ``collapse_keys`` (a message
+    has none), read before the step; the writes it makes to the collapse are returned, for
+    the shell to make after it. ``out``: what the record's walk has produced so far (what
+    decoding it counted), so that one record has one ``Outputs`` from intake to the
+    producer; new when None."""
     out = Outputs() if out is None else out
+    writes = CollapseWrites()
     if state is not None and due(state, policy, now):
         state, expired = expire(state, policy, now)
         if state is None:
-            collapse.forget(item.session_id)
+            writes.forget = True
+            firsts = {}  # forgotten with the session
         if expired.counts:
             out.extend(expired)
     if state is None:
@@ -66,7 +71,7 @@ def apply(
         if not _offsets_started_again(state, position, item.timestamp):
             out.outcome = "duplicate"
             out.counts[Count.REPROCESSED] += 1
-            return state, out
+            return state, out, writes
         out.counts[Count.OFFSETS_RESTARTED] += 1
     state.applied[position] = offset
     if item.timestamp is not None:
@@ -74,8 +79,8 @@ def apply(
     if isinstance(item, SessionMessage):
         _add_message(state, item, policy, now, out)
     else:
-        _add_decision(state, item, collapse, policy, now, out)
-    return state, out
+        _add_decision(state, item, firsts, writes, policy, now, out)
+    return state, out, writes
 
 
 def _offsets_started_again(state: SessionState, position: str, timestamp: float | None) -> bool:
@@ -230,18 +235,18 @@ def _close_oldest_for(state: SessionState, turn: EmittedTurn, policy: Policy, ou
 def _add_decision(
     state: SessionState,
     item: SessionDecision,
-    collapse: Collapse,
+    firsts: Firsts,
+    writes: CollapseWrites,
     policy: Policy,
     now: float,
     out: Outputs,
 ) -> None:
     sibling = item.codex_sibling
     pathless = item.decision["file_path"] == ""
-    session_id = state.session_id
     decision_id = item.decision["decision_id"]
     this = first_copy(decision_id, item.source)
     keys = [item.natural_key, sibling] if sibling is not None and pathless else [item.natural_key]
-    if any((first := collapse.first(session_id, k)) is not None and first != this for k in keys):
+    if any((first := firsts.get(k)) is not None and first != this for k in keys):
         out.outcome = "duplicate"
         out.counts[Count.DUPLICATE_DECISION] += 1
         return
@@ -260,9 +265,9 @@ def _add_decision(
         _session_limit(state, item.origin, problem, now, out)
         return
 
-    collapse.remember(session_id, item.natural_key, this)
+    writes.remember.append((item.natural_key, this))
     if sibling is not None and not pathless:
-        collapse.remember(session_id, sibling, this)
+        writes.remember.append((sibling, this))
     if call_id is None:
         out.outcome = "dead_lettered"
         out.dead_letters.append(

@@ -13,6 +13,8 @@ decision it ever collapsed; its entries go when their session expires.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import orjson
@@ -95,3 +97,18 @@ class Collapse(Protocol):
 
     def forget(self, session_id: str) -> None:
         """Drops every entry of an expired session."""
+
+
+# The first copy of each of a decision's natural keys, as the collapse held them before the
+# step (None: no copy came): what the core reads of the collapse.
+Firsts = Mapping[str, str | None]
+
+
+@dataclass(slots=True)
+class CollapseWrites:
+    """What a step changes in the collapse, written by the shell after the step: the core
+    reads the collapse only through the ``Firsts`` it is given, and never calls a store in
+    the middle of a step."""
+
+    forget: bool = False  # the session expired before the record: its entries go first
+    remember: list[tuple[str, str]] = field(default_factory=list)  # (natural key, first)

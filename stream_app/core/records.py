@@ -114,6 +114,13 @@ class SessionDecision:
     def source(self) -> Source:
         return (self.origin.source_topic, self.origin.partition, self.origin.offset)
 
+    @property
+    def collapse_keys(self) -> list[str]:
+        """Every key the collapse may know a copy of it by (``core/collapse.py``)."""
+        if self.codex_sibling is None:
+            return [self.natural_key]
+        return [self.natural_key, self.codex_sibling]
+
 
 SessionInput = SessionMessage | SessionDecision
 
