@@ -68,7 +68,7 @@ def test_a_runaway_session_beside_victims_never_stops_the_worker(
         p.publish([*before, *runaway, *expanding, *after])
         publish(
             broker.bootstrap,
-            [line("decisions", "k" * (17 * 1024 * 1024), decision(victims[0], call_id="c"))],
+            [line("decisions", "k" * (17 * 1024 * 1024), decision(victims[0], org_id="default"))],
             {"decisions": topics["STREAM_APP_TOPIC_DECISIONS"]},
             **{"message.max.bytes": str(40 * 1024 * 1024)},
         )

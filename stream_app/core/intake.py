@@ -185,16 +185,20 @@ def decode(record: SourceRecord, policy: Policy, now: float) -> tuple[SessionInp
     """A session input, or ``None`` and the dead letter that took the record's place."""
     out = Outputs()
     try:
+        doc = _parse(record, policy)
+        item: SessionInput
+        if record.kind == "messages":
+            item = _message(doc, record, out.counts, policy)
+        else:
+            item = _decision(doc, record, policy)
+        # A valid value under a key too long to keep (what is wrong with a value comes first).
         if record.key is not None and len(record.key) > policy.max_key_bytes:
             raise _Rejected(
                 Reason.SESSION_LIMIT,
                 f"key: is {len(record.key)} bytes, over the {policy.max_key_bytes}-byte "
                 "limit for record keys",
             )
-        doc = _parse(record, policy)
-        if record.kind == "messages":
-            return _message(doc, record, out.counts, policy), out
-        return _decision(doc, record, policy), out
+        return item, out
     except ValidationError as exc:
         return None, rejected(Origin.of(record), Reason.SCHEMA, _describe(exc), now)
     except LimitExceeded as exc:
