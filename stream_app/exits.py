@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 import faust
 
@@ -46,7 +46,7 @@ class LastWord:
         self._lock = threading.Lock()
         self.status: int | None = None  # None until said
 
-    def crash(self, error: BaseException | None, status: object = 1, **fields: Any) -> int:
+    def crash(self, error: BaseException | None, status: object = 1, **fields: object) -> int:
         code = status if isinstance(status, int) and status != 0 else 1
         with self._lock:
             if self.status is None:
@@ -62,7 +62,7 @@ class LastWord:
                 )
             return self.status
 
-    def shutdown(self, mode: str, status: int = 0, **fields: Any) -> int:
+    def shutdown(self, mode: str, status: int = 0, **fields: object) -> int:
         with self._lock:
             if self.status is None:
                 self.status = status

@@ -22,7 +22,7 @@ class _EventFormatter(logging.Formatter):
         self.as_json = as_json
 
     def format(self, record: logging.LogRecord) -> str:
-        fields: dict[str, Any] = getattr(record, "fields", {})
+        fields: dict[str, object] = getattr(record, "fields", {})
         if self.as_json:
             return orjson.dumps(
                 {
@@ -47,7 +47,7 @@ def configure(stream: Any = None) -> None:
     _logger.propagate = False
 
 
-def event(name: str, level: int = logging.INFO, **fields: Any) -> None:
+def event(name: str, level: int = logging.INFO, **fields: object) -> None:
     if not _logger.handlers:
         configure()
     _logger.log(level, name, extra={"fields": fields})

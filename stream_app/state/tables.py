@@ -177,7 +177,7 @@ class KeyPartitionedTable(Table[bytes, bytes]):
         for tp, offset in last.items():
             self.data.set_persisted_offset(tp, offset)
 
-    def partition_for_key(self, key: Any) -> int:
+    def partition_for_key(self, key: bytes) -> int:
         count = self.partitions or self.app.conf.topic_partitions
         return partition_for(self.session_of(key), count)
 

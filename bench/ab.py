@@ -1,0 +1,123 @@
+"""``python -m bench.ab OTHER_CHECKOUT``: one worker of this checkout against one of another.
+
+Each worker runs its own checkout's code (``python -m stream_app worker`` in that folder) on
+a fresh embedded broker, over the same records, in turn, for a few rounds, after one raw
+aiokafka loop; each prints its rate sustained (until every input offset is committed) and
+to the last turn, its CPU per input record and the changelog records and bytes it wrote per
+input record. Both runs share the machine's noise, so read the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from aiokafka import TopicPartition
+
+from bench.__main__ import (
+    _cpu_seconds,
+    changelog_totals,
+    committed_to_end,
+    create_topics,
+    encoded,
+    expected_for,
+    produce,
+    raw_rate,
+    read_turns,
+)
+from bench.reading import wait_ready
+from bench.workload import generate
+from stream_app.embedded_broker import WORKER_SETTINGS, EmbeddedBroker, free_port
+
+Records = list[tuple[str, bytes | None, bytes]]
+
+
+async def measure(
+    checkout: Path, broker: EmbeddedBroker, records: Records, expected: dict[str, int], work: Path
+) -> dict[str, float]:
+    run = uuid.uuid4().hex[:6]
+    topics = {"messages": f"m-{run}", "decisions": f"d-{run}", "turns": f"t-{run}"}
+    await create_topics(broker.bootstrap, [*topics.values(), f"q-{run}"])
+    port = free_port()
+    env = {
+        **os.environ,
+        **WORKER_SETTINGS,
+        "PYTHONPATH": str(checkout),
+        "STREAM_APP_BROKER_URL": broker.url,
+        "STREAM_APP_ID": f"ab-{run}",
+        "STREAM_APP_TOPIC_MESSAGES": topics["messages"],
+        "STREAM_APP_TOPIC_DECISIONS": topics["decisions"],
+        "STREAM_APP_TOPIC_TURNS": topics["turns"],
+        "STREAM_APP_TOPIC_DLQ": f"q-{run}",
+        "STREAM_APP_PARTITIONS": "4",
+        "STREAM_APP_WEB_PORT": str(port),
+        "STREAM_APP_WEB_HOST": "127.0.0.1",
+        "STREAM_APP_DATA_DIR": str(work / f"data-{run}"),
+    }
+    with open(work / f"worker-{run}.log", "ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "stream_app", "worker", "--loglevel", "warning"],
+            env=env,
+            cwd=checkout,  # its own code first on the path
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_ready(port, time.monotonic() + 60)
+        await asyncio.sleep(1.0)
+        cpu = _cpu_seconds(process.pid)
+        ends: dict[TopicPartition, int] = {}
+        reading = asyncio.create_task(read_turns(broker.bootstrap, topics["turns"], expected, 600))
+        first = await produce(broker.bootstrap, records, topics, ends=ends)
+        last = await reading
+        done = await committed_to_end(broker.bootstrap, f"ab-{run}", ends, 600)
+        cpu = _cpu_seconds(process.pid) - cpu
+        changelog = await changelog_totals(broker.bootstrap, f"ab-{run}")
+    finally:
+        process.terminate()
+        process.wait(30)
+    n = len(records)
+    return {
+        "sustained": n / (done - first),
+        "to_last_turn": n / (last - first),
+        "cpu_us": cpu / n * 1e6,
+        "changelog_records": changelog["records"] / n,
+        "changelog_bytes": changelog["bytes"] / n,
+    }
+
+
+async def main(other: Path, records_n: int, rounds: int) -> None:
+    lines = list(generate(records_n, 1_000, seed=3))
+    records, expected = encoded(lines), expected_for(lines)
+    work = Path(tempfile.mkdtemp(prefix="ab-"))
+    with EmbeddedBroker(log=work / "raw.log") as broker:
+        raw = await raw_rate(broker.bootstrap, records)
+    print(f"raw aiokafka loop: {raw:,.0f} records/s", flush=True)
+    here = Path(__file__).resolve().parent.parent
+    for round_ in range(rounds):
+        for name, checkout in (("other", other), ("this", here)):
+            with EmbeddedBroker(log=work / f"{name}-{round_}.log") as broker:
+                m = await measure(checkout, broker, records, expected, work)
+            print(
+                f"{name} round {round_}: {m['sustained']:,.0f} records/s sustained "
+                f"({m['sustained'] / raw:.3f} of raw), {m['to_last_turn']:,.0f} to the last "
+                f"turn, {m['cpu_us']:.0f} µs CPU, {m['changelog_records']:.2f} changelog "
+                f"records and {m['changelog_bytes']:.0f} bytes per input record",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(prog="python -m bench.ab", description=__doc__)
+    parser.add_argument("other", type=Path, help="a checkout of another commit")
+    parser.add_argument("--records", type=int, default=20_000)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    asyncio.run(main(args.other.resolve(), args.records, args.rounds))
