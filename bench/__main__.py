@@ -357,31 +357,47 @@ async def worker_rate(
     committed every input partition to its end, which comes after the state of every
     record is on the changelogs. With their CPU per input record (from /proc) and what the
     changelogs took per input record."""
-    ends: dict[TopicPartition, int] = {}
     async with running(broker, count, workdir) as workers:
         await asyncio.sleep(1.0)  # let a second worker's join settle before timing
-        cpu = sum(_cpu_seconds(p.pid) for p in workers.processes)
-        reading = asyncio.create_task(
-            read_turns(broker.bootstrap, workers.topics["turns"], expected, timeout=600)
-        )
-        first = await produce(broker.bootstrap, records, workers.topics, ends=ends)
-        last = await reading
-        committed = await committed_to_end(broker.bootstrap, workers.group, ends, timeout=600)
-        cpu = sum(_cpu_seconds(p.pid) for p in workers.processes) - cpu
+        pids = [p.pid for p in workers.processes]
+        m = await sustained(broker, workers.topics, workers.group, pids, records, expected)
         lag = [loop_lag(port) for port in workers.ports]
-        changelog = await changelog_totals(broker.bootstrap, workers.group)
-        n = len(records)
         return {
-            "to_last_turn_records_per_s": n / (last - first),
-            "records_per_s": n / (committed - first),
-            "worker_cpu_us_per_record": cpu / n * 1e6,
-            "changelog_records_per_record": changelog["records"] / n,
-            "changelog_bytes_per_record": changelog["bytes"] / n,
-            "changelog_records": changelog["records"],
+            **m,
             "peak_rss_mib": workers.peak_rss_mib(),
             "loop_lag_p99_ms": max(p99 for p99, _ in lag) * 1000,
             "loop_lag_max_ms": max(worst for _, worst in lag) * 1000,
         }
+
+
+async def sustained(
+    broker: EmbeddedBroker,
+    topics: dict[str, str],
+    group: str,
+    pids: list[int],
+    records: list[tuple[str, bytes | None, bytes]],
+    expected: dict[str, int],
+) -> dict[str, float]:
+    """Produces ``records`` to ready workers (``pids``, consumer group ``group``) and times
+    them to the last turn read and until every input offset is committed, with their CPU
+    and the changelog records and bytes, all per input record."""
+    ends: dict[TopicPartition, int] = {}
+    cpu = sum(_cpu_seconds(pid) for pid in pids)
+    reading = asyncio.create_task(read_turns(broker.bootstrap, topics["turns"], expected, 600))
+    first = await produce(broker.bootstrap, records, topics, ends=ends)
+    last = await reading
+    committed = await committed_to_end(broker.bootstrap, group, ends, timeout=600)
+    cpu = sum(_cpu_seconds(pid) for pid in pids) - cpu
+    changelog = await changelog_totals(broker.bootstrap, group)
+    n = len(records)
+    return {
+        "to_last_turn_records_per_s": n / (last - first),
+        "records_per_s": n / (committed - first),
+        "worker_cpu_us_per_record": cpu / n * 1e6,
+        "changelog_records_per_record": changelog["records"] / n,
+        "changelog_bytes_per_record": changelog["bytes"] / n,
+        "changelog_records": changelog["records"],
+    }
 
 
 def loop_lag(port: int) -> tuple[float, float]:

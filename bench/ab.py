@@ -19,19 +19,7 @@ import time
 import uuid
 from pathlib import Path
 
-from aiokafka import TopicPartition
-
-from bench.__main__ import (
-    _cpu_seconds,
-    changelog_totals,
-    committed_to_end,
-    create_topics,
-    encoded,
-    expected_for,
-    produce,
-    raw_rate,
-    read_turns,
-)
+from bench.__main__ import create_topics, encoded, expected_for, raw_rate, sustained
 from bench.reading import wait_ready
 from bench.workload import generate
 from stream_app.embedded_broker import WORKER_SETTINGS, EmbeddedBroker, free_port
@@ -72,25 +60,10 @@ async def measure(
     try:
         wait_ready(port, time.monotonic() + 60)
         await asyncio.sleep(1.0)
-        cpu = _cpu_seconds(process.pid)
-        ends: dict[TopicPartition, int] = {}
-        reading = asyncio.create_task(read_turns(broker.bootstrap, topics["turns"], expected, 600))
-        first = await produce(broker.bootstrap, records, topics, ends=ends)
-        last = await reading
-        done = await committed_to_end(broker.bootstrap, f"ab-{run}", ends, 600)
-        cpu = _cpu_seconds(process.pid) - cpu
-        changelog = await changelog_totals(broker.bootstrap, f"ab-{run}")
+        return await sustained(broker, topics, f"ab-{run}", [process.pid], records, expected)
     finally:
         process.terminate()
         process.wait(30)
-    n = len(records)
-    return {
-        "sustained": n / (done - first),
-        "to_last_turn": n / (last - first),
-        "cpu_us": cpu / n * 1e6,
-        "changelog_records": changelog["records"] / n,
-        "changelog_bytes": changelog["bytes"] / n,
-    }
 
 
 async def main(other: Path, records_n: int, rounds: int) -> None:
@@ -105,11 +78,13 @@ async def main(other: Path, records_n: int, rounds: int) -> None:
         for name, checkout in (("other", other), ("this", here)):
             with EmbeddedBroker(log=work / f"{name}-{round_}.log") as broker:
                 m = await measure(checkout, broker, records, expected, work)
+            rate = m["records_per_s"]
             print(
-                f"{name} round {round_}: {m['sustained']:,.0f} records/s sustained "
-                f"({m['sustained'] / raw:.3f} of raw), {m['to_last_turn']:,.0f} to the last "
-                f"turn, {m['cpu_us']:.0f} µs CPU, {m['changelog_records']:.2f} changelog "
-                f"records and {m['changelog_bytes']:.0f} bytes per input record",
+                f"{name} round {round_}: {rate:,.0f} records/s sustained ({rate / raw:.3f} "
+                f"of raw), {m['to_last_turn_records_per_s']:,.0f} to the last turn, "
+                f"{m['worker_cpu_us_per_record']:.0f} µs CPU, "
+                f"{m['changelog_records_per_record']:.2f} changelog records and "
+                f"{m['changelog_bytes_per_record']:.0f} bytes per input record",
                 flush=True,
             )
 
