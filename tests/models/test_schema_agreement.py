@@ -123,6 +123,7 @@ AGREEMENT = settings(
 )
 
 
+@pytest.mark.slow  # generating the documents takes about 40 s on 2 cores
 @pytest.mark.parametrize("name", sorted(PAIRS))
 @AGREEMENT
 @given(data=st.data())
