@@ -178,8 +178,14 @@ def _forwarded(value: bytes) -> SessionInput | None:
         return None
 
 
+def _origin(msg: Message) -> Origin:
+    """The record a dead letter of the worker's own carries (any kind: only its bytes go)."""
+    return Origin.of(
+        SourceRecord("messages", msg.topic, msg.partition, msg.offset, msg.key, msg.value)
+    )
+
+
 def _processing_error(msg: Message, exc: Exception) -> Outputs:
-    record = SourceRecord("messages", msg.topic, msg.partition, msg.offset, msg.key, msg.value)
     error = f"processing raised {type(exc).__name__}: {exc}"
     logs.event(
         "processing_error",
@@ -189,12 +195,11 @@ def _processing_error(msg: Message, exc: Exception) -> Outputs:
         offset=msg.offset,
         error=error[:500],
     )
-    return rejected(Origin.of(record), Reason.PROCESSING_ERROR, error, time.time())
+    return rejected(_origin(msg), Reason.PROCESSING_ERROR, error, time.time())
 
 
 def _rejected(msg: Message, problem: str) -> Outputs:
-    record = SourceRecord("messages", msg.topic, msg.partition, msg.offset, msg.key, msg.value)
-    return rejected(Origin.of(record), Reason.SCHEMA, f"(record): {problem}", time.time())
+    return rejected(_origin(msg), Reason.SCHEMA, f"(record): {problem}", time.time())
 
 
 class Outbox:

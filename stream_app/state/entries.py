@@ -37,6 +37,7 @@ from typing import Any, TypedDict
 import orjson
 
 from stream_app.core import jsonbytes
+from stream_app.core.records import turn_key
 from stream_app.core.session import (
     DECISION,
     IDENTITY,
@@ -52,7 +53,6 @@ from stream_app.core.session import (
 )
 from stream_app.models.turn import TurnBodyDict
 
-MARK = "~"
 # An entry record's fields after its generation, as orjson reads them: their layout is
 # its kind's (``encode``), so they are read by position.
 Fields = list[Any]
@@ -71,7 +71,8 @@ class Head(TypedDict):
 
 
 def session_prefix(session_id: str) -> bytes:
-    """What every entry key of the session, and no other, starts with."""
+    """What every key of the session in ``entries`` and ``decisions`` (both JSON arrays
+    that start with the session id), and no other, starts with."""
     return orjson.dumps([session_id])[:-1] + b","
 
 
@@ -131,9 +132,7 @@ def records(
         *((IDENTITY, n, i) for i, n in state.seen_messages.items()),
     ]
     written = [(entry_key(sid, epoch, k, n), encode(k, e, g)) for k, n, e in made]
-    bodies = [
-        (orjson.dumps([sid, t.call_id]), jsonbytes.dumps(t.body)) for t in state.turns.values()
-    ]
+    bodies = [(turn_key(sid, t.call_id), jsonbytes.dumps(t.body)) for t in state.turns.values()]
     return head(state, epoch), written, bodies
 
 

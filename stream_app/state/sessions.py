@@ -73,11 +73,6 @@ def session_of(key: bytes) -> bytes:
     return str(orjson.loads(key)[0]).encode()
 
 
-def _prefix(session_id: str) -> bytes:
-    """What every ``decisions`` key of the session, and no other, starts with."""
-    return orjson.dumps([session_id])[:-1] + b","
-
-
 @dataclass
 class Snapshot:
     """What one checkpoint writes, in the order ``TableSessions.write`` writes it."""
@@ -124,7 +119,7 @@ class TableCollapse:
     def forget(self, session_id: str) -> None:
         self._forgotten[session_id] = self._batch
         self._open()[1].append(session_id)
-        prefix = _prefix(session_id)
+        prefix = entries.session_prefix(session_id)
         for entry in [e for e in self._remembered if e.startswith(prefix)]:
             del self._remembered[entry]
 
@@ -151,7 +146,7 @@ class TableCollapse:
         """The entries of the snapshot's expired sessions: after their states are gone."""
         for session_id in snapshot.forgotten:
             partition = self.table.partition_for_key(collapse_key(session_id, ""))
-            for entry in self.table.keys_from(partition, _prefix(session_id)):
+            for entry in self.table.keys_from(partition, entries.session_prefix(session_id)):
                 if entry not in snapshot.remembered:
                     await self.table.put(entry, None)
 
