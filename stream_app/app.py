@@ -163,7 +163,6 @@ def create_app(settings: Settings) -> faust.App:
             app.crash,
             interval=settings.commit_interval_ms / 1000,
         )
-        consumer.settle = checkpoints.checkpoint
         try:
             async for event in stream.noack().events():  # type: ignore[attr-defined]
                 for message in consumer.delivered(event.message):  # a run of one partition

@@ -16,13 +16,13 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Literal, NamedTuple
+from typing import Literal
 
 import orjson
 from faust.types import TP, Message, ProducerT, RecordMetadata
 
 from stream_app import logs, metrics
-from stream_app.checkpointing.batches import Batch
+from stream_app.checkpointing.batches import Batch, Emitted, Forward
 from stream_app.core.dead_letter import original_key, rejected
 from stream_app.core.records import (
     Origin,
@@ -39,23 +39,6 @@ from stream_app.pipeline import Pipeline
 from stream_app.state.sessions import TableSessions
 
 SWEEP = b'{"sweep":true}'  # the leader's timer record on a sessions partition: expire it
-
-
-class Forward(NamedTuple):
-    """A decoded input on its way to its session's partition of ``<id>-sessions``."""
-
-    key: bytes
-    value: bytes
-    partition: int
-    timestamp: float  # the input record's, for the turn latency histogram
-
-
-class Emitted(NamedTuple):
-    """What applying one record emitted, and when its input was produced (None: a sweep
-    or a dead letter, which no latency measures)."""
-
-    outputs: Outputs
-    started: float | None
 
 
 @dataclass
@@ -240,14 +223,14 @@ class Outbox:
                         headers=None,
                     )
                 )
-        for key, value, partition, timestamp in batch.forward:  # each a Forward
+        for forward in batch.forward:
             acks.append(
                 await producer.send(
                     self.routing.sessions_topic,
-                    key=key,
-                    value=value,
-                    partition=partition,
-                    timestamp=timestamp,
+                    key=forward.key,
+                    value=forward.value,
+                    partition=forward.partition,
+                    timestamp=forward.timestamp,
                     headers=None,
                 )
             )

@@ -36,7 +36,7 @@ import asyncio
 import enum
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from faust.types import Message
 
@@ -71,14 +71,31 @@ class BatchStateError(RuntimeError):
     """A batch was asked to take a step its status does not allow: a bug, never retried."""
 
 
+class Forward(NamedTuple):
+    """A decoded input on its way to its session's partition of ``<id>-sessions``."""
+
+    key: bytes
+    value: bytes
+    partition: int
+    timestamp: float  # the input record's, for the turn latency histogram
+
+
+class Emitted(NamedTuple):
+    """What applying one record emitted, and when its input was produced (None: a sweep
+    or a dead letter, which no latency measures)."""
+
+    outputs: Outputs
+    started: float | None
+
+
 @dataclass
 class Batch:
     """Records applied together, sent together and acknowledged together: their events
     (``messages``) are kept until step 4, what they emit and forward only until step 3."""
 
     messages: list[Message] = field(default_factory=list)
-    emitted: list[tuple[Outputs, float | None]] = field(default_factory=list)  # + timestamp
-    forward: list[tuple[bytes, bytes, int, float]] = field(default_factory=list)
+    emitted: list[Emitted] = field(default_factory=list)
+    forward: list[Forward] = field(default_factory=list)
     #: The last step this batch has completed.
     status: BatchStatus = BatchStatus.OPEN
 
@@ -135,6 +152,7 @@ class Checkpoints:
         when no batch is being sent (a record waits for no other); otherwise the batch grows
         until the one being sent is acknowledged, which seals it."""
         if self._timer is None:
+            self.consumer.settlement.begin()  # before any await: a rebalance may come next
             self._timer = asyncio.create_task(self._every_interval())
         if len(self.open.messages) >= full:
             self.seal_now()
@@ -262,6 +280,16 @@ class Checkpoints:
             self.seal_now()  # what arrived while this batch was being sent
 
     async def _every_interval(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval)
-            await self.checkpoint()
+        """Step 4 every ``interval`` seconds, and at once when the consumer asks (its R10,
+        before a rebalance or a stop); a request is answered by the checkpoint that began
+        after it, or by this loop's end."""
+        settlement = self.consumer.settlement
+        try:
+            while True:
+                covered = await settlement.asked(timeout=self.interval)
+                try:
+                    await self.checkpoint()
+                finally:
+                    await settlement.answer(covered)
+        finally:
+            await settlement.close()

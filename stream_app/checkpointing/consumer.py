@@ -44,8 +44,9 @@ R8  Consecutive records of one partition (at most ``RUN_RECORDS``, no hole insid
     else is awaited, so a rebalance delivers, drops or re-reads it whole.
 R9  Records of other topics (changelogs, replies) are delivered exactly as Faust does (R6
     aside): a standby that skipped one and applied the next would persist an offset past it.
-R10 Before a rebalance or a stop, every applied batch is settled (``settle``: its effects
-    written, its events acknowledged) before Faust waits for unacknowledged events.
+R10 Before a rebalance or a stop, every applied batch is settled (its effects written, its
+    events acknowledged) before Faust waits for unacknowledged events: the consumer asks
+    its ``settlement`` and waits for the answer of whoever acknowledges its events.
 R11 A seek runs in the thread that owns the aiokafka consumer while its caller blocks, so
     nothing else runs on the event loop before it is done.
 R12 The fetch wait is the app's setting (the app's ``fetch_max_wait_ms``), not Faust's
@@ -58,7 +59,7 @@ import asyncio
 import bisect
 import concurrent.futures
 import contextlib
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar, cast
 from weakref import WeakKeyDictionary, WeakSet
 
@@ -148,6 +149,57 @@ class ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
             raise
 
 
+class Settlement:
+    """R10's hand-over, one way: the consumer asks (``ask``) and waits; the party that
+    acknowledges its events (``batches.Checkpoints``) watches for a request (``asked``),
+    settles everything applied so far and answers it (``answer``).
+
+    The consumer holds nothing of that party, which starts after it and may stop first:
+    while no party answers (``answering`` is False) an ask returns at once, as nothing has
+    been applied to settle. Requests are numbered, so an answer covers exactly the
+    requests made before its settling began."""
+
+    def __init__(self) -> None:
+        self.answering = False  # ``begin`` to ``close``
+        self._asked = 0  # requests made
+        self._answered = 0  # requests covered by an answer
+        self._changed = asyncio.Condition()
+
+    def begin(self) -> None:
+        """A party answers from now on (it must not await before it can)."""
+        self.answering = True
+
+    async def ask(self) -> None:
+        if not self.answering:
+            return
+        async with self._changed:
+            self._asked += 1
+            request = self._asked
+            self._changed.notify_all()
+            await self._changed.wait_for(lambda: self._answered >= request or not self.answering)
+
+    async def asked(self, timeout: float) -> int:
+        """Waits up to ``timeout`` seconds for a request; the requests made so far, which
+        settling from now on covers."""
+        async with self._changed:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    self._changed.wait_for(lambda: self._asked > self._answered), timeout
+                )
+            return self._asked
+
+    async def answer(self, covered: int) -> None:
+        async with self._changed:
+            self._answered = max(self._answered, covered)
+            self._changed.notify_all()
+
+    async def close(self) -> None:
+        """The party stops answering: whoever waits is released."""
+        async with self._changed:
+            self.answering = False
+            self._changed.notify_all()
+
+
 def _running_loop() -> asyncio.AbstractEventLoop | None:
     try:
         return asyncio.get_running_loop()
@@ -174,8 +226,8 @@ class Consumer(faust_aiokafka.Consumer):
     _resumed: int | None
     #: What the last seek to the committed offsets found, by partition (R5).
     _sought: Mapping[TP, int | None]
-    #: Set by the app: settles every batch applied so far (R10, ``batches.py``).
-    settle: Callable[[], Awaitable[None]] | None
+    #: Where R10 asks for every applied batch to be settled.
+    settlement: Settlement
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -186,7 +238,7 @@ class Consumer(faust_aiokafka.Consumer):
         self._seeks = 0
         self._resumed = None
         self._sought = {}
-        self.settle = None
+        self.settlement = Settlement()
 
     def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
         """R11, R12: the consumer thread of this module."""
@@ -421,8 +473,7 @@ class Consumer(faust_aiokafka.Consumer):
     async def wait_empty(self) -> None:
         """R10: before a rebalance or a stop, every applied event is settled, then Faust
         waits for the acknowledgements (the agent acknowledges only at a checkpoint)."""
-        if self.settle is not None:
-            await self.settle()
+        await self.settlement.ask()
         await super().wait_empty()
 
     def _new_offset(self, tp: TP) -> int | None:

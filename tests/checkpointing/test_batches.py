@@ -8,7 +8,15 @@ from typing import Any
 
 import pytest
 
-from stream_app.checkpointing.batches import Batch, BatchStateError, BatchStatus, Checkpoints
+from stream_app.checkpointing.batches import (
+    Batch,
+    BatchStateError,
+    BatchStatus,
+    Checkpoints,
+    Emitted,
+    Forward,
+)
+from stream_app.checkpointing.consumer import Settlement
 from stream_app.core.records import Outputs
 
 
@@ -29,15 +37,15 @@ def test_a_sent_batch_keeps_its_events_and_lets_go_of_what_it_sent() -> None:
         checkpoints = Checkpoints(
             store=None,  # type: ignore[arg-type]  # no checkpoint is taken here
             tables=[],
-            consumer=None,  # type: ignore[arg-type]
+            consumer=Consumer(),  # type: ignore[arg-type]
             send=send,
             observe=lambda batch: observed.append(len(batch.emitted)),
             crash=crash,
             interval=3600,
         )
         batch = checkpoints.add(object())  # type: ignore[arg-type]
-        batch.emitted.append((Outputs(), None))
-        batch.forward.append((b"k", b"v", 0, 0.0))
+        batch.emitted.append(Emitted(Outputs(), None))
+        batch.forward.append(Forward(b"k", b"v", 0, 0.0))
         await checkpoints.added(full=100)  # nothing in flight: sealed and sent at once
         await asyncio.gather(*checkpoints._in_flight())
         assert sent == [batch] and observed == [1]  # observed before it lets go
@@ -57,6 +65,7 @@ class Consumer:
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, object]] = []
+        self.settlement = Settlement()
 
     def applied(self, message: object) -> None:
         self.calls.append(("applied", message))
@@ -316,5 +325,52 @@ def test_a_failed_write_fails_every_batch_not_yet_checkpointed() -> None:
         assert batch.status is later.status is BatchStatus.FAILED
         assert h.crashes == [refused]
         h.stop_timer()
+
+    asyncio.run(main())
+
+
+# -- R10's hand-over (``consumer.Settlement``) -----------------------------------------
+
+
+def test_the_consumers_ask_is_answered_by_a_checkpoint_of_everything_applied() -> None:
+    # Before a rebalance or a stop the consumer asks; the answer must come only once the
+    # events applied before the ask are acknowledged, else Faust's wait ends with them
+    # unacknowledged and the rebalance re-reads them (a stop: drops them uncommitted).
+    async def main() -> None:
+        h = Harness()  # an hour between checkpoints: only the ask makes this one
+        await h.sealed_batch("m1", "m2")
+        h.acks[0].set_result(None)
+        h.checkpoints.add("m3")  # type: ignore[arg-type]  # applied, still in the open batch
+        asked = asyncio.create_task(h.consumer.settlement.ask())
+        await asyncio.wait_for(h.store.sealed.wait(), timeout=10)  # the checkpoint began
+        await h.handed()  # m3's batch, sealed by the checkpoint
+        assert not asked.done() and h.consumer.calls == []
+        h.acks[1].set_result(None)
+        await asyncio.wait_for(asked, timeout=10)
+        assert [message for call, message in h.consumer.calls if call == "ack"] == [
+            "m1",
+            "m2",
+            "m3",
+        ]
+        assert h.store.written == [1]
+        h.stop_timer()
+
+    asyncio.run(main())
+
+
+def test_an_ask_with_nobody_to_answer_returns_and_one_waiting_is_released_at_the_end() -> None:
+    async def main() -> None:
+        settlement = Settlement()
+        await asyncio.wait_for(settlement.ask(), timeout=10)  # nothing applied: no party yet
+        h = Harness()
+        await h.sealed_batch("m1")  # the party answers from here on
+        h.checkpoints.fail(ValueError("apply raised"))  # its checkpoints now do nothing
+        await asyncio.wait_for(h.consumer.settlement.ask(), timeout=10)  # still answered
+        assert h.consumer.calls == []
+        h.stop_timer()
+        assert h.checkpoints._timer is not None
+        await asyncio.gather(h.checkpoints._timer, return_exceptions=True)  # its end closes
+        await asyncio.wait_for(h.consumer.settlement.ask(), timeout=10)
+        assert not h.consumer.settlement.answering
 
     asyncio.run(main())
