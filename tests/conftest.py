@@ -3,10 +3,14 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from stream_app.embedded_broker import EmbeddedBroker
+
+if TYPE_CHECKING:
+    from tests.test_app import Pipeline
 
 
 @pytest.fixture(scope="session")
@@ -33,6 +37,16 @@ def topics() -> dict[str, str]:
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
     return tmp_path
+
+
+@pytest.fixture
+def pipeline(broker: EmbeddedBroker, topics: dict[str, str], workdir: Path) -> Iterator[Pipeline]:
+    """Topics of this test's own on the broker, with its readers and workers, closed after."""
+    from tests.test_app import Pipeline  # a test module's helper: imported when used
+
+    p = Pipeline(broker, topics, workdir)
+    yield p
+    p.close()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

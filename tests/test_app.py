@@ -117,6 +117,20 @@ class Pipeline:
             },
         )
 
+    def the_examples_turns_on_a_worker(self) -> tuple[WorkerProcess, dict, Counter]:
+        """The example's messages through a worker, stopped once their 4 turns are out; what
+        replay expects of the whole example (its decisions still to come)."""
+        lines = example_lines()
+        expected, expected_letters = replayed(lines, self.topics)
+        worker = self.worker()
+        worker.start().wait_ready()
+        # Messages by conversation key, so one partition keeps a session's order.
+        messages = [{**line, "key": "sess-7f3a"} for line in lines if line["topic"] == "messages"]
+        self.publish(messages)
+        self.turns.wait_until(lambda: len(final_turns(self.turns)) == 4, 60, "4 turns")
+        worker.stop()
+        return worker, expected, expected_letters
+
     def wait_for(self, expected_turns: dict, expected_letters: Counter, timeout: float) -> None:
         want = unstamp(expected_turns)
         try:
@@ -147,13 +161,6 @@ class Pipeline:
             w.stop()
         self.turns.close()
         self.dlq.close()
-
-
-@pytest.fixture
-def pipeline(broker: EmbeddedBroker, topics: dict[str, str], workdir: Path):  # type: ignore[no-untyped-def]
-    p = Pipeline(broker, topics, workdir)
-    yield p
-    p.close()
 
 
 def test_the_example_through_a_worker_equals_replay(
@@ -324,15 +331,7 @@ def test_a_killed_worker_processes_again_within_seconds_of_its_restart(
 def test_a_restarted_worker_recovers_its_sessions_from_the_changelog(
     pipeline: Pipeline,
 ) -> None:
-    lines = example_lines()
-    expected, expected_letters = replayed(lines, pipeline.topics)
-    worker = pipeline.worker()
-    worker.start().wait_ready()
-    # Messages by conversation key, so one partition keeps a session's order.
-    messages = [{**line, "key": "sess-7f3a"} for line in lines if line["topic"] == "messages"]
-    pipeline.publish(messages)
-    pipeline.turns.wait_until(lambda: len(final_turns(pipeline.turns)) == 4, 60, "4 turns")
-    worker.stop()
+    worker, expected, expected_letters = pipeline.the_examples_turns_on_a_worker()
     worker.start().wait_ready()
     recovered = [
         orjson.loads(line)
@@ -341,7 +340,7 @@ def test_a_restarted_worker_recovers_its_sessions_from_the_changelog(
     ]
     assert recovered[-1]["sessions"] == 1  # the session came back from the changelog
     # The decisions join turns that only the recovered state knows.
-    pipeline.publish([line for line in lines if line["topic"] == "decisions"])
+    pipeline.publish([line for line in example_lines() if line["topic"] == "decisions"])
     pipeline.wait_for(expected, expected_letters, timeout=60)
 
 

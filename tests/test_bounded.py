@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -34,75 +33,72 @@ def line(topic: str, key: str | None, value: Any) -> dict[str, Any]:
 
 
 def test_a_runaway_session_beside_victims_never_stops_the_worker(
-    broker: EmbeddedBroker, topics: dict[str, str], workdir: Path
+    broker: EmbeddedBroker, topics: dict[str, str], pipeline: Pipeline
 ) -> None:
-    p = Pipeline(broker, topics, workdir)
-    try:
-        worker = p.worker()
-        worker.start().wait_ready()
-        assert worker.process is not None
-        pid = worker.process.pid
-        victims = [f"victim-{i}" for i in range(8)]
-        runaway = [
-            line("messages", "runaway", message("runaway", text="x" * BIG, message_id=f"r{i}"))
-            for i in range(RUNAWAY)
-        ]
-        expanding = [
-            line(
-                "messages",
+    p = pipeline
+    worker = p.worker()
+    worker.start().wait_ready()
+    assert worker.process is not None
+    pid = worker.process.pid
+    victims = [f"victim-{i}" for i in range(8)]
+    runaway = [
+        line("messages", "runaway", message("runaway", text="x" * BIG, message_id=f"r{i}"))
+        for i in range(RUNAWAY)
+    ]
+    expanding = [
+        line(
+            "messages",
+            "expander",
+            assistant(
                 "expander",
-                assistant(
-                    "expander",
-                    message_id=f"e{i}",
-                    content=[{"text": "a"}] * 50_000,
-                    tool_calls=[tool_call("")] * 2_000,
-                ),
-            )
-            for i in range(6)
-        ]
-        before = [line("messages", v, message(v, text="hi", message_id=f"{v}-u")) for v in victims]
-        after = [
-            line("messages", v, assistant(v, message_id=f"{v}-a", tool_calls=[tool_call("c")]))
-            for v in victims
-        ]
-        p.publish([*before, *runaway, *expanding, *after])
-        publish(
-            broker.bootstrap,
-            [line("decisions", "k" * (17 * 1024 * 1024), decision(victims[0], org_id="default"))],
-            {"decisions": topics["STREAM_APP_TOPIC_DECISIONS"]},
-            **{"message.max.bytes": str(40 * 1024 * 1024)},
+                message_id=f"e{i}",
+                content=[{"text": "a"}] * 50_000,
+                tool_calls=[tool_call("")] * 2_000,
+            ),
         )
-        p.turns.wait_until(lambda: len(final_turns(p.turns)) == len(victims), 120, "victims")
-        p.dlq.wait_until(lambda: len(p.dlq.records) >= 12 + 6 + 1, 120, "dead letters")
+        for i in range(6)
+    ]
+    before = [line("messages", v, message(v, text="hi", message_id=f"{v}-u")) for v in victims]
+    after = [
+        line("messages", v, assistant(v, message_id=f"{v}-a", tool_calls=[tool_call("c")]))
+        for v in victims
+    ]
+    p.publish([*before, *runaway, *expanding, *after])
+    publish(
+        broker.bootstrap,
+        [line("decisions", "k" * (17 * 1024 * 1024), decision(victims[0], org_id="default"))],
+        {"decisions": topics["STREAM_APP_TOPIC_DECISIONS"]},
+        **{"message.max.bytes": str(40 * 1024 * 1024)},
+    )
+    p.turns.wait_until(lambda: len(final_turns(p.turns)) == len(victims), 120, "victims")
+    p.dlq.wait_until(lambda: len(p.dlq.records) >= 12 + 6 + 1, 120, "dead letters")
 
-        reasons = Counter(d["reason"] for d in p.dlq.values())
-        assert reasons == {"session_limit": 12 + 1, "too_large": 6}, reasons
-        for letter in p.dlq.values():
-            assert_valid_dead_letter(letter)
-            if letter["reason"] == "session_limit" and "runaway" in letter["error"]:
-                assert "max_pending_bytes" in letter["error"]
-        (keyed,) = [d for d in p.dlq.values() if d.get("original_key_length")]
-        assert keyed["original_key_length"] == 17 * 1024 * 1024 and "key:" in keyed["error"]
-        for v in victims:
-            turn = final_turns(p.turns)[orjson.dumps([v, f"{v}-a"]).decode()]
-            assert turn["new_messages"][0]["parts"][0]["content"] == "hi"
+    reasons = Counter(d["reason"] for d in p.dlq.values())
+    assert reasons == {"session_limit": 12 + 1, "too_large": 6}, reasons
+    for letter in p.dlq.values():
+        assert_valid_dead_letter(letter)
+        if letter["reason"] == "session_limit" and "runaway" in letter["error"]:
+            assert "max_pending_bytes" in letter["error"]
+    (keyed,) = [d for d in p.dlq.values() if d.get("original_key_length")]
+    assert keyed["original_key_length"] == 17 * 1024 * 1024 and "key:" in keyed["error"]
+    for v in victims:
+        turn = final_turns(p.turns)[orjson.dumps([v, f"{v}-a"]).decode()]
+        assert turn["new_messages"][0]["parts"][0]["content"] == "hi"
 
-        deadline = time.monotonic() + 60
-        while True:  # the runaway's state, written at a checkpoint, then committed
-            m = scrape(worker.port)
-            limited = m.get(("stream_app_dead_letters_total", (("reason", "session_limit"),)))
-            if limited == 13 or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
-        assert limited == 13
-        assert worker.process.pid == pid and worker.process.poll() is None
-        assert worker.status("/health") == 200
-        log = worker.log.read_text(errors="replace")
-        assert '"event":"crash"' not in log and "Traceback" not in log, log[-3000:]
-        assert "MessageSizeTooLarge" not in log
-        # And it restarts cleanly from what it wrote.
-        worker.stop()
-        worker.start().wait_ready()
-        assert "MessageSizeTooLarge" not in worker.log.read_text(errors="replace")
-    finally:
-        p.close()
+    deadline = time.monotonic() + 60
+    while True:  # the runaway's state, written at a checkpoint, then committed
+        m = scrape(worker.port)
+        limited = m.get(("stream_app_dead_letters_total", (("reason", "session_limit"),)))
+        if limited == 13 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert limited == 13
+    assert worker.process.pid == pid and worker.process.poll() is None
+    assert worker.status("/health") == 200
+    log = worker.log.read_text(errors="replace")
+    assert '"event":"crash"' not in log and "Traceback" not in log, log[-3000:]
+    assert "MessageSizeTooLarge" not in log
+    # And it restarts cleanly from what it wrote.
+    worker.stop()
+    worker.start().wait_ready()
+    assert "MessageSizeTooLarge" not in worker.log.read_text(errors="replace")

@@ -118,12 +118,15 @@ def test_tail_prints_turns_as_json_lines(broker: EmbeddedBroker) -> None:
 # -- issue 23 item 5: the text a newcomer reads, and the exit statuses ---------------------
 
 
-def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """``stream-app ARGS`` as a user runs it, what it printed captured."""
     return subprocess.run(
         [sys.executable, "-m", "stream_app", *args],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=timeout,
         check=False,
         env=env,
     )

@@ -168,6 +168,14 @@ def test_the_broker_url_takes_one_format_everywhere(
     assert broker_hosts(given) == bootstrap.split(",")
 
 
+def refused(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> str:
+    """What refusing the settings with ``name`` set to ``value`` says."""
+    monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError) as refusal:
+        load_settings()
+    return str(refusal.value)
+
+
 @pytest.mark.parametrize(
     ("given", "said"),
     [
@@ -180,10 +188,7 @@ def test_the_broker_url_takes_one_format_everywhere(
 def test_a_broker_url_that_is_not_a_kafka_address_is_refused_in_one_line(
     monkeypatch: pytest.MonkeyPatch, given: str, said: str
 ) -> None:
-    monkeypatch.setenv("STREAM_APP_BROKER_URL", given)
-    with pytest.raises(SettingsError) as refused:
-        load_settings()
-    message = str(refused.value)
+    message = refused(monkeypatch, "STREAM_APP_BROKER_URL", given)
     assert message.startswith(f"STREAM_APP_BROKER_URL: {said}")
     assert "host:port or kafka://host:port" in message and "\n" not in message
 

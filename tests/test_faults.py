@@ -5,7 +5,6 @@ after them in the same partition are applied, and the worker goes on."""
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 
 import orjson
 import pytest
@@ -39,78 +38,72 @@ def forwarded(value: dict[str, object], offset: int) -> bytes:
 
 
 def test_records_that_raise_or_were_never_written_by_the_intake_are_dead_letters(
-    broker: EmbeddedBroker, topics: dict[str, str], workdir: Path
+    broker: EmbeddedBroker, topics: dict[str, str], pipeline: Pipeline
 ) -> None:
-    p = Pipeline(broker, topics, workdir)
-    try:
-        worker = p.worker()
-        worker.start().wait_ready()
-        sessions_topic = f"{topics['STREAM_APP_ID']}-sessions"
-        partition = partition_for(b"s1", PARTITIONS)
-        producer = Producer({"bootstrap.servers": broker.bootstrap})
-        for value in [
-            b"{not json",
-            b'{"m": [1, 2]}',
-            RAISES,
-            forwarded(message(text="after them", message_id="u1"), 1),
-            forwarded(assistant(message_id="a1", tool_calls=[tool_call("c1")]), 2),
-        ]:
-            producer.produce(sessions_topic, value, b"s1", partition=partition)
-        assert producer.flush(30) == 0
+    p = pipeline
+    worker = p.worker()
+    worker.start().wait_ready()
+    sessions_topic = f"{topics['STREAM_APP_ID']}-sessions"
+    partition = partition_for(b"s1", PARTITIONS)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for value in [
+        b"{not json",
+        b'{"m": [1, 2]}',
+        RAISES,
+        forwarded(message(text="after them", message_id="u1"), 1),
+        forwarded(assistant(message_id="a1", tool_calls=[tool_call("c1")]), 2),
+    ]:
+        producer.produce(sessions_topic, value, b"s1", partition=partition)
+    assert producer.flush(30) == 0
 
-        p.turns.wait_until(lambda: len(final_turns(p.turns)) == 1, 60, "the turn after them")
-        p.dlq.wait_until(lambda: len(p.dlq.records) == 3, 60, "3 dead letters")
-        (turn,) = final_turns(p.turns).values()
-        assert turn["new_messages"][0]["parts"][0]["content"] == "after them"
-        letters = p.dlq.values()
-        for letter in letters:
-            assert_valid_dead_letter(letter)
-            assert letter["source_topic"] == sessions_topic
-        assert Counter(d["reason"] for d in letters) == {"schema": 2, "processing_error": 1}
-        (raised,) = [d for d in letters if d["reason"] == "processing_error"]
-        assert "TypeError" in raised["error"] and raised["value"] == RAISES.decode()
-        m = scrape(worker.port)
-        assert m[("stream_app_dead_letters_total", (("reason", "processing_error"),))] == 1
-        assert worker.process is not None and worker.process.poll() is None
-        log = worker.log.read_text(errors="replace")
-        assert '"event":"processing_error"' in log and '"event":"crash"' not in log
-    finally:
-        p.close()
+    p.turns.wait_until(lambda: len(final_turns(p.turns)) == 1, 60, "the turn after them")
+    p.dlq.wait_until(lambda: len(p.dlq.records) == 3, 60, "3 dead letters")
+    (turn,) = final_turns(p.turns).values()
+    assert turn["new_messages"][0]["parts"][0]["content"] == "after them"
+    letters = p.dlq.values()
+    for letter in letters:
+        assert_valid_dead_letter(letter)
+        assert letter["source_topic"] == sessions_topic
+    assert Counter(d["reason"] for d in letters) == {"schema": 2, "processing_error": 1}
+    (raised,) = [d for d in letters if d["reason"] == "processing_error"]
+    assert "TypeError" in raised["error"] and raised["value"] == RAISES.decode()
+    m = scrape(worker.port)
+    assert m[("stream_app_dead_letters_total", (("reason", "processing_error"),))] == 1
+    assert worker.process is not None and worker.process.poll() is None
+    log = worker.log.read_text(errors="replace")
+    assert '"event":"processing_error"' in log and '"event":"crash"' not in log
 
 
 def test_a_record_that_stops_the_worker_is_read_again_when_it_starts(
-    broker: EmbeddedBroker, topics: dict[str, str], workdir: Path
+    broker: EmbeddedBroker, topics: dict[str, str], pipeline: Pipeline
 ) -> None:
     # STREAM_APP_ON_PROCESSING_ERROR=stop: the worker stops on the record, and its stop
     # must not checkpoint the batch the record was in (issue 20 item 1: it committed the
     # offset past it, and past the valid records fetched after it, which were lost).
-    p = Pipeline(broker, topics, workdir)
-    try:
-        stopping = p.worker("stopping")
-        stopping.env["STREAM_APP_ON_PROCESSING_ERROR"] = "stop"
-        stopping.start().wait_ready()
-        sessions_topic = f"{topics['STREAM_APP_ID']}-sessions"
-        partition = partition_for(b"s1", PARTITIONS)
-        producer = Producer({"bootstrap.servers": broker.bootstrap})
-        for value in [
-            forwarded(message(text="before it", message_id="u0"), 1),
-            RAISES,
-            forwarded(message(text="after it", message_id="u1"), 2),
-            forwarded(assistant(message_id="a1", tool_calls=[tool_call("c1")]), 3),
-        ]:
-            producer.produce(sessions_topic, value, b"s1", partition=partition)
-        assert producer.flush(30) == 0
-        assert stopping.process is not None
-        assert stopping.process.wait(60) != 0
-        assert '"event":"crash"' in stopping.log.read_text(errors="replace")
+    p = pipeline
+    stopping = p.worker("stopping")
+    stopping.env["STREAM_APP_ON_PROCESSING_ERROR"] = "stop"
+    stopping.start().wait_ready()
+    sessions_topic = f"{topics['STREAM_APP_ID']}-sessions"
+    partition = partition_for(b"s1", PARTITIONS)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for value in [
+        forwarded(message(text="before it", message_id="u0"), 1),
+        RAISES,
+        forwarded(message(text="after it", message_id="u1"), 2),
+        forwarded(assistant(message_id="a1", tool_calls=[tool_call("c1")]), 3),
+    ]:
+        producer.produce(sessions_topic, value, b"s1", partition=partition)
+    assert producer.flush(30) == 0
+    assert stopping.process is not None
+    assert stopping.process.wait(60) != 0
+    assert '"event":"crash"' in stopping.log.read_text(errors="replace")
 
-        again = p.worker("again")  # the default policy: the record is a dead letter now
-        again.start().wait_ready()
-        p.turns.wait_until(lambda: len(final_turns(p.turns)) == 1, 60, "the turn")
-        p.dlq.wait_until(lambda: len(p.dlq.records) >= 1, 60, "the dead letter")
-        (turn,) = final_turns(p.turns).values()
-        texts = [m["parts"][0]["content"] for m in turn["new_messages"]]
-        assert texts == ["before it", "after it", "done"]
-        assert [d["reason"] for d in p.dlq.values()] == ["processing_error"]
-    finally:
-        p.close()
+    again = p.worker("again")  # the default policy: the record is a dead letter now
+    again.start().wait_ready()
+    p.turns.wait_until(lambda: len(final_turns(p.turns)) == 1, 60, "the turn")
+    p.dlq.wait_until(lambda: len(p.dlq.records) >= 1, 60, "the dead letter")
+    (turn,) = final_turns(p.turns).values()
+    texts = [m["parts"][0]["content"] for m in turn["new_messages"]]
+    assert texts == ["before it", "after it", "done"]
+    assert [d["reason"] for d in p.dlq.values()] == ["processing_error"]

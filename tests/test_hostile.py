@@ -140,7 +140,7 @@ def checked_when_new(reader: TopicReader, check: Callable[[], bool]) -> Callable
 
 
 def test_twenty_thousand_hostile_records_never_stop_the_worker_nor_touch_a_valid_session(
-    broker: EmbeddedBroker, topics: dict[str, str], workdir: Path
+    broker: EmbeddedBroker, topics: dict[str, str], workdir: Path, pipeline: Pipeline
 ) -> None:
     """Asserted, with the worker run once and never restarted:
 
@@ -218,166 +218,152 @@ def test_twenty_thousand_hostile_records_never_stop_the_worker_nor_touch_a_valid
     )
     prepared = time.monotonic() - started
 
-    p = Pipeline(broker, topics, workdir)
-    try:
-        worker = WorkerProcess(
-            broker,
-            {
-                **topics,
-                "STREAM_APP_PARTITIONS": str(PARTITIONS),
-                "STREAM_APP_ORG_ID": ORG_ID,
-                "STREAM_APP_MAX_RECORD_BYTES": str(MAX_RECORD_BYTES),
-            },
-            workdir,
-        )
-        p.workers.append(worker)
-        worker.start().wait_ready()
-        assert worker.process is not None
-        pid = worker.process.pid
-        t0 = time.monotonic()
-        n = publish_records(
-            broker.bootstrap,
-            mixed,
-            {
-                "messages": topics["STREAM_APP_TOPIC_MESSAGES"],
-                "decisions": topics["STREAM_APP_TOPIC_DECISIONS"],
-            },
-        )
-        assert n == len(mixed)
-        publishing = time.monotonic() - t0
+    p = pipeline
+    worker = WorkerProcess(
+        broker,
+        {
+            **topics,
+            "STREAM_APP_PARTITIONS": str(PARTITIONS),
+            "STREAM_APP_ORG_ID": ORG_ID,
+            "STREAM_APP_MAX_RECORD_BYTES": str(MAX_RECORD_BYTES),
+        },
+        workdir,
+    )
+    p.workers.append(worker)
+    worker.start().wait_ready()
+    assert worker.process is not None
+    pid = worker.process.pid
+    t0 = time.monotonic()
+    n = publish_records(
+        broker.bootstrap,
+        mixed,
+        {
+            "messages": topics["STREAM_APP_TOPIC_MESSAGES"],
+            "decisions": topics["STREAM_APP_TOPIC_DECISIONS"],
+        },
+    )
+    assert n == len(mixed)
+    publishing = time.monotonic() - t0
 
-        p.dlq.wait_until(
-            lambda: len(p.dlq.records) >= expected_reasons.total() or worker_gone(worker),
-            300,
-            f"{expected_reasons.total()} dead letters",
+    p.dlq.wait_until(
+        lambda: len(p.dlq.records) >= expected_reasons.total() or worker_gone(worker),
+        300,
+        f"{expected_reasons.total()} dead letters",
+    )
+    assert not worker_gone(worker), tail(worker)
+    turns_done = checked_when_new(
+        p.turns,
+        lambda: len(final_turns(p.turns)) >= len(want) and unstamp(final_turns(p.turns)) == want,
+    )
+    p.turns.wait_until(lambda: worker_gone(worker) or turns_done(), 300, f"{len(want)} final turns")
+    assert not worker_gone(worker), tail(worker)
+    messages_topic = topics["STREAM_APP_TOPIC_MESSAGES"]
+    decisions_topic = topics["STREAM_APP_TOPIC_DECISIONS"]
+
+    def metric(m: dict, name: str, label: str | None = None, value: str = "") -> float:
+        return m.get((name, ((label, value),) if label else ()), 0.0)
+
+    def counted(m: dict) -> tuple[float, float]:
+        records = metric(m, "stream_app_records_total", "topic", messages_topic) + metric(
+            m, "stream_app_records_total", "topic", decisions_topic
         )
-        assert not worker_gone(worker), tail(worker)
-        turns_done = checked_when_new(
-            p.turns,
-            lambda: (
-                len(final_turns(p.turns)) >= len(want) and unstamp(final_turns(p.turns)) == want
-            ),
+        dead_letters = sum(
+            v for (name, _), v in m.items() if name == "stream_app_dead_letters_total"
         )
-        p.turns.wait_until(
-            lambda: worker_gone(worker) or turns_done(), 300, f"{len(want)} final turns"
+        return records, dead_letters
+
+    p.dlq.wait_until(
+        lambda: counted(scrape(worker.port)) == (len(mixed), expected_reasons.total()),
+        60,
+        "the counters to settle",
+    )
+    processing = time.monotonic() - t0
+    m = scrape(worker.port)
+    p.dlq.poll(0.5)
+    p.turns.poll(0.5)
+
+    # 1. One process from start to end, alive and healthy; no crash, no restart.
+    assert worker.process.pid == pid and worker.process.poll() is None, tail(worker)
+    assert worker.status("/health") == 200
+    log = worker.log.read_text(errors="replace")
+    assert '"event":"crash"' not in log, tail(worker)
+    assert log.count('"event":"startup"') == 1, tail(worker)
+    assert "Traceback" not in log, tail(worker)
+
+    # 2. Every input record ends in exactly one of contributed, duplicate, dead letter.
+    records_by_topic = {
+        kind: metric(m, "stream_app_records_total", "topic", topics[variable])
+        for kind, variable in (
+            ("messages", "STREAM_APP_TOPIC_MESSAGES"),
+            ("decisions", "STREAM_APP_TOPIC_DECISIONS"),
         )
-        assert not worker_gone(worker), tail(worker)
-        messages_topic = topics["STREAM_APP_TOPIC_MESSAGES"]
-        decisions_topic = topics["STREAM_APP_TOPIC_DECISIONS"]
-
-        def metric(m: dict, name: str, label: str | None = None, value: str = "") -> float:
-            return m.get((name, ((label, value),) if label else ()), 0.0)
-
-        def counted(m: dict) -> tuple[float, float]:
-            records = metric(m, "stream_app_records_total", "topic", messages_topic) + metric(
-                m, "stream_app_records_total", "topic", decisions_topic
-            )
-            dead_letters = sum(
-                v for (name, _), v in m.items() if name == "stream_app_dead_letters_total"
-            )
-            return records, dead_letters
-
-        p.dlq.wait_until(
-            lambda: counted(scrape(worker.port)) == (len(mixed), expected_reasons.total()),
-            60,
-            "the counters to settle",
-        )
-        processing = time.monotonic() - t0
-        m = scrape(worker.port)
-        p.dlq.poll(0.5)
-        p.turns.poll(0.5)
-
-        # 1. One process from start to end, alive and healthy; no crash, no restart.
-        assert worker.process.pid == pid and worker.process.poll() is None, tail(worker)
-        assert worker.status("/health") == 200
-        log = worker.log.read_text(errors="replace")
-        assert '"event":"crash"' not in log, tail(worker)
-        assert log.count('"event":"startup"') == 1, tail(worker)
-        assert "Traceback" not in log, tail(worker)
-
-        # 2. Every input record ends in exactly one of contributed, duplicate, dead letter.
-        records_by_topic = {
-            kind: metric(m, "stream_app_records_total", "topic", topics[variable])
-            for kind, variable in (
-                ("messages", "STREAM_APP_TOPIC_MESSAGES"),
-                ("decisions", "STREAM_APP_TOPIC_DECISIONS"),
-            )
+    }
+    assert records_by_topic == published
+    duplicates = {
+        kind: metric(m, "stream_app_duplicates_total", "kind", kind)
+        for kind in ("message", "decision")
+    }
+    reasons = Counter(
+        {
+            dict(labels)["reason"]: int(v)
+            for (name, labels), v in m.items()
+            if name == "stream_app_dead_letters_total" and v
         }
-        assert records_by_topic == published
-        duplicates = {
-            kind: metric(m, "stream_app_duplicates_total", "kind", kind)
-            for kind in ("message", "decision")
-        }
-        reasons = Counter(
-            {
-                dict(labels)["reason"]: int(v)
-                for (name, labels), v in m.items()
-                if name == "stream_app_dead_letters_total" and v
-            }
-        )
-        dlq = p.dlq.values()
-        assert len(dlq) == len(p.dlq.records)  # no tombstone on the DLQ
-        assert reasons == Counter(d["reason"] for d in dlq) == expected_reasons
-        assert duplicates == expected_duplicates
-        assert metric(m, "stream_app_reprocessed_total") == 0
-        assert set(reasons) <= set(RECORD_REASONS)
-        assert published.total() == (
-            expected_contributed + sum(duplicates.values()) + reasons.total()
-        )
+    )
+    dlq = p.dlq.values()
+    assert len(dlq) == len(p.dlq.records)  # no tombstone on the DLQ
+    assert reasons == Counter(d["reason"] for d in dlq) == expected_reasons
+    assert duplicates == expected_duplicates
+    assert metric(m, "stream_app_reprocessed_total") == 0
+    assert set(reasons) <= set(RECORD_REASONS)
+    assert published.total() == (expected_contributed + sum(duplicates.values()) + reasons.total())
 
-        # 3. Valid sessions exactly as replay of the valid records alone; all turns and
-        # dead letters exactly as the core over the whole mix.
-        got = unstamp(final_turns(p.turns))
-        assert got == want
-        assert {k: t for k, t in got.items() if session_of(k) in valid_sessions} == unstamp(
-            valid_final
-        )
-        assert identities(dlq) == identities(dead)
-        for (_, _, value), letter in zip(p.dlq.records, dlq, strict=True):
-            assert value is not None and len(value) <= DEAD_LETTER_MAX_BYTES
-            errors = list(validator("dead-letter.v1.json").iter_errors(letter))
-            assert not errors, f"{errors[0].message}: {letter['reason']} {letter['error']}"
-        cut = Counter(
-            ("value" if "original_length" in d else "")
-            + ("key" if "original_key_length" in d else "")
-            for d in dlq
-            if d.get("truncated")
-        )
-        assert cut["value"] >= 100 and cut["key"] >= 300, cut
-        originals = {hashlib.sha256(r.value).hexdigest(): r.value for r in hostile if r.value}
-        for d in dlq:
-            if "original_sha256" in d:  # what a cut dead letter carries is a prefix
-                original = originals[d["original_sha256"]]
-                carried = (
-                    base64.b64decode(d["value"])
-                    if d["encoding"] == "base64"
-                    else d["value"].encode()
-                )
-                assert original.startswith(carried) and len(carried) < len(original)
+    # 3. Valid sessions exactly as replay of the valid records alone; all turns and
+    # dead letters exactly as the core over the whole mix.
+    got = unstamp(final_turns(p.turns))
+    assert got == want
+    assert {k: t for k, t in got.items() if session_of(k) in valid_sessions} == unstamp(valid_final)
+    assert identities(dlq) == identities(dead)
+    for (_, _, value), letter in zip(p.dlq.records, dlq, strict=True):
+        assert value is not None and len(value) <= DEAD_LETTER_MAX_BYTES
+        errors = list(validator("dead-letter.v1.json").iter_errors(letter))
+        assert not errors, f"{errors[0].message}: {letter['reason']} {letter['error']}"
+    cut = Counter(
+        ("value" if "original_length" in d else "") + ("key" if "original_key_length" in d else "")
+        for d in dlq
+        if d.get("truncated")
+    )
+    assert cut["value"] >= 100 and cut["key"] >= 300, cut
+    originals = {hashlib.sha256(r.value).hexdigest(): r.value for r in hostile if r.value}
+    for d in dlq:
+        if "original_sha256" in d:  # what a cut dead letter carries is a prefix
+            original = originals[d["original_sha256"]]
+            carried = (
+                base64.b64decode(d["value"]) if d["encoding"] == "base64" else d["value"].encode()
+            )
+            assert original.startswith(carried) and len(carried) < len(original)
 
-        # 4. Every turn record is a valid Turn under a valid key.
-        for _, key, value in p.turns.records:
-            assert key is not None and value is not None
-            turn = orjson.loads(value)
-            assert_valid_turn(turn)
-            assert_valid_turn_key(key, turn, session_of(key.decode()))
-        assert metric(m, "stream_app_turns_emitted_total") == len(got)
-        assert metric(m, "stream_app_turns_emitted_total") + metric(
-            m, "stream_app_turn_revisions_total"
-        ) == len(p.turns.records)
+    # 4. Every turn record is a valid Turn under a valid key.
+    for _, key, value in p.turns.records:
+        assert key is not None and value is not None
+        turn = orjson.loads(value)
+        assert_valid_turn(turn)
+        assert_valid_turn_key(key, turn, session_of(key.decode()))
+    assert metric(m, "stream_app_turns_emitted_total") == len(got)
+    assert metric(m, "stream_app_turns_emitted_total") + metric(
+        m, "stream_app_turn_revisions_total"
+    ) == len(p.turns.records)
 
-        print(
-            f"\nhostile guard: {len(hostile)} hostile records {dict(sorted(categories.items()))}"
-            f" ({targeted} aimed at valid sessions) + {len(valid_lines)} valid records over "
-            f"{len(valid_sessions)} sessions; "
-            f"{len(got)} turns ({sum(session_of(k) in valid_sessions for k in got)} valid), "
-            f"{len(p.turns.records)} turn records, dead letters {dict(sorted(reasons.items()))}"
-            f", duplicates {duplicates}, contributed {expected_contributed}; truncated {cut}; "
-            f"prepared in {prepared:.1f} s, published in {publishing:.1f} s, all processed "
-            f"in {processing:.1f} s ({len(mixed) / processing:.0f} records/s)"
-        )
-    finally:
-        p.close()
+    print(
+        f"\nhostile guard: {len(hostile)} hostile records {dict(sorted(categories.items()))}"
+        f" ({targeted} aimed at valid sessions) + {len(valid_lines)} valid records over "
+        f"{len(valid_sessions)} sessions; "
+        f"{len(got)} turns ({sum(session_of(k) in valid_sessions for k in got)} valid), "
+        f"{len(p.turns.records)} turn records, dead letters {dict(sorted(reasons.items()))}"
+        f", duplicates {duplicates}, contributed {expected_contributed}; truncated {cut}; "
+        f"prepared in {prepared:.1f} s, published in {publishing:.1f} s, all processed "
+        f"in {processing:.1f} s ({len(mixed) / processing:.0f} records/s)"
+    )
 
 
 def _core(settings: Settings) -> CorePipeline:

@@ -83,31 +83,26 @@ def test_counters_move_exactly_as_the_example_requires(
         p.close()
 
 
-def test_a_session_is_answered_by_its_owner_whichever_worker_is_asked(
-    broker: EmbeddedBroker, topics: dict[str, str], workdir: Path
-) -> None:
-    p = Pipeline(broker, topics, workdir)
-    try:
-        first, second = p.worker("first").start(), p.worker("second").start()
-        first.wait_ready()
-        second.wait_ready()
-        p.turns.wait_until(
-            lambda: bool(assigned(first)) and bool(assigned(second)),
-            60,
-            "both workers to own partitions",
-        )
-        p.publish([line for line in example_lines() if line["topic"] == "messages"])
-        p.turns.wait_until(lambda: len(final_turns(p.turns)) == 4, 60, "4 turns")
-        answers = []
-        for worker in (first, second):
-            with urllib.request.urlopen(
-                f"http://127.0.0.1:{worker.port}/sessions/sess-7f3a", timeout=10
-            ) as r:
-                answers.append(json.loads(r.read()))
-        assert answers[0] == answers[1]
-        assert answers[0]["session_id"] == "sess-7f3a" and len(answers[0]["turns"]) == 4
-    finally:
-        p.close()
+def test_a_session_is_answered_by_its_owner_whichever_worker_is_asked(pipeline: Pipeline) -> None:
+    p = pipeline
+    first, second = p.worker("first").start(), p.worker("second").start()
+    first.wait_ready()
+    second.wait_ready()
+    p.turns.wait_until(
+        lambda: bool(assigned(first)) and bool(assigned(second)),
+        60,
+        "both workers to own partitions",
+    )
+    p.publish([line for line in example_lines() if line["topic"] == "messages"])
+    p.turns.wait_until(lambda: len(final_turns(p.turns)) == 4, 60, "4 turns")
+    answers = []
+    for worker in (first, second):
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{worker.port}/sessions/sess-7f3a", timeout=10
+        ) as r:
+            answers.append(json.loads(r.read()))
+    assert answers[0] == answers[1]
+    assert answers[0]["session_id"] == "sess-7f3a" and len(answers[0]["turns"]) == 4
 
 
 def test_every_count_of_the_core_has_its_series_or_is_replays_alone() -> None:

@@ -36,6 +36,7 @@ from stream_app.export import export, read_to_end
 from stream_app.models.topics import partition_for
 from tests.contracts import assert_valid_turn, assert_valid_turn_key
 from tests.kafka_io import create_topics
+from tests.test_cli import run as stream_app_cli
 from tests.worker_process import WorkerProcess
 
 pytestmark = pytest.mark.broker
@@ -66,14 +67,7 @@ class Round:
         self.started = time.time()
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "stream_app", *args],
-            capture_output=True,
-            text=True,
-            timeout=180,
-            check=False,
-            env={**os.environ, **self.env},
-        )
+        return stream_app_cli(*args, env={**os.environ, **self.env}, timeout=180)
 
     def publish_in_runs(self, source: Path) -> list[str]:
         """Publishes ``source`` one run of a topic at a time; returns what publish said."""
@@ -260,14 +254,7 @@ def test_a_missing_topic_is_one_line_and_exit_2_for_publish_and_export(
     source = workdir / "one.jsonl"
     source.write_bytes(EXAMPLE.read_bytes().splitlines(keepends=True)[0])
     for args in (["publish", str(source)], ["export", "--out", str(workdir / "t.jsonl")]):
-        done = subprocess.run(
-            [sys.executable, "-m", "stream_app", *args],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-            env=env,
-        )
+        done = stream_app_cli(*args, env=env, timeout=120)
         assert done.returncode == 2, done.stderr
         assert done.stderr.strip().count("\n") == 0, done.stderr
         assert "does not exist" in done.stderr

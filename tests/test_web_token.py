@@ -18,7 +18,6 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import faust
@@ -26,11 +25,11 @@ import pytest
 from aiohttp.test_utils import TestServer
 from pydantic import SecretStr
 
-from stream_app.config import SettingsError, load_settings
-from stream_app.embedded_broker import EmbeddedBroker
+from stream_app.config import load_settings
 from stream_app.web_auth import authorized, guard_faust_views, requires_token
 from tests.kafka_io import final_turns
 from tests.test_app import Pipeline, assigned, example_lines
+from tests.test_config import refused
 
 TOKEN = "s3ssions-are-chat-content"
 
@@ -77,43 +76,40 @@ def _get(port: int, path: str, token: str | None = None) -> tuple[int, bytes]:
 
 @pytest.mark.broker
 def test_sessions_need_the_token_on_every_worker_and_the_rest_stays_open(
-    broker: EmbeddedBroker, topics: dict[str, str], workdir: Path
+    pipeline: Pipeline,
 ) -> None:
-    p = Pipeline(broker, topics, workdir)
-    try:
-        workers = [p.worker("first"), p.worker("second")]
-        for w in workers:
-            w.env["STREAM_APP_WEB_TOKEN"] = TOKEN
-            w.start()
-        for w in workers:
-            w.wait_ready()
-        p.turns.wait_until(
-            lambda: all(assigned(w) for w in workers), 60, "both workers to own partitions"
-        )
-        p.publish([line for line in example_lines() if line["topic"] == "messages"])
-        p.turns.wait_until(lambda: len(final_turns(p.turns)) == 4, 60, "4 turns")
+    p = pipeline
+    workers = [p.worker("first"), p.worker("second")]
+    for w in workers:
+        w.env["STREAM_APP_WEB_TOKEN"] = TOKEN
+        w.start()
+    for w in workers:
+        w.wait_ready()
+    p.turns.wait_until(
+        lambda: all(assigned(w) for w in workers), 60, "both workers to own partitions"
+    )
+    p.publish([line for line in example_lines() if line["topic"] == "messages"])
+    p.turns.wait_until(lambda: len(final_turns(p.turns)) == 4, 60, "4 turns")
 
-        answers = []
-        for w in workers:  # one of them owns the session: the other forwards the request
-            for wrong in (None, "not-the-token-at-all"):
-                status, body = _get(w.port, "/sessions/sess-7f3a", wrong)
-                assert status == 401, (w.log, wrong)
-                assert b"sess-7f3a" not in body
-            status, body = _get(w.port, "/sessions/sess-7f3a", TOKEN)
-            assert status == 200, (w.log, body)
-            answers.append(json.loads(body))
-            for path in ("/health", "/ready", "/metrics"):
-                assert _get(w.port, path)[0] == 200, path
-            # Faust's table views would serve the same state without the token.
-            assert _get(w.port, "/table/sessions/")[0] == 404
-            # Faust's router views map the cluster (hosts and partitions): the token too.
-            for path in ("/router/", "/router/sessions/", "/router/sessions/sess-7f3a/"):
-                assert _get(w.port, path)[0] == 401, path
-            assert _get(w.port, "/router/", TOKEN)[0] == 200
-        assert answers[0] == answers[1]
-        assert answers[0]["session_id"] == "sess-7f3a" and len(answers[0]["turns"]) == 4
-    finally:
-        p.close()
+    answers = []
+    for w in workers:  # one of them owns the session: the other forwards the request
+        for wrong in (None, "not-the-token-at-all"):
+            status, body = _get(w.port, "/sessions/sess-7f3a", wrong)
+            assert status == 401, (w.log, wrong)
+            assert b"sess-7f3a" not in body
+        status, body = _get(w.port, "/sessions/sess-7f3a", TOKEN)
+        assert status == 200, (w.log, body)
+        answers.append(json.loads(body))
+        for path in ("/health", "/ready", "/metrics"):
+            assert _get(w.port, path)[0] == 200, path
+        # Faust's table views would serve the same state without the token.
+        assert _get(w.port, "/table/sessions/")[0] == 404
+        # Faust's router views map the cluster (hosts and partitions): the token too.
+        for path in ("/router/", "/router/sessions/", "/router/sessions/sess-7f3a/"):
+            assert _get(w.port, path)[0] == 401, path
+        assert _get(w.port, "/router/", TOKEN)[0] == 200
+    assert answers[0] == answers[1]
+    assert answers[0]["session_id"] == "sess-7f3a" and len(answers[0]["turns"]) == 4
 
 
 # -- any malformed header is a 401, over real HTTP ----------------------------------------
@@ -264,10 +260,7 @@ def test_without_a_token_nothing_is_guarded() -> None:
 def test_a_token_no_client_can_send_is_refused_in_one_line(
     monkeypatch: pytest.MonkeyPatch, value: str, words: str
 ) -> None:
-    monkeypatch.setenv("STREAM_APP_WEB_TOKEN", value)
-    with pytest.raises(SettingsError) as refused:
-        load_settings()
-    line = str(refused.value)
+    line = refused(monkeypatch, "STREAM_APP_WEB_TOKEN", value)
     assert line.startswith("STREAM_APP_WEB_TOKEN: ") and words in line
     assert "\n" not in line and "items" not in line and "validation" not in line
     assert value not in line and value.strip()[:10] not in line

@@ -39,19 +39,26 @@ POLICY = Policy(org_id=ORG, session_ttl_seconds=600, late_decision_window_second
 FROM_STATE = {"unattributable_decision", "ambiguous_decision", "orphaned_decision"}
 
 
+def what_the_state_holds(run: Run, step: str) -> list[tuple[str, bytes]]:
+    """Every session's state and changelog records after ``step``, each named."""
+    held: list[tuple[str, bytes]] = []
+    for sid in run.pipeline.store.session_ids():
+        session = run.pipeline.store.get(sid)
+        assert session is not None
+        held.append((f"state of {sid} after {step}", session.to_json()))
+        head, items, bodies = entries.records(session)
+        for key, value in [(sid.encode(), head), *items, *bodies]:
+            held.append((f"changelog of {sid} after {step}", key + value))
+    return held
+
+
 def everything_written(raw: dict[str, Any]) -> tuple[Run, list[tuple[str, bytes]]]:
     """The run, and what it wrote where, with ``raw`` as every decision's ``raw``."""
     run = Run(policy=POLICY)
     written: list[tuple[str, bytes]] = []
 
     def state(step: str) -> None:
-        for sid in run.pipeline.store.session_ids():
-            session = run.pipeline.store.get(sid)
-            assert session is not None
-            written.append((f"state of {sid} after {step}", session.to_json()))
-            head, items, bodies = entries.records(session)
-            for key, value in [(sid.encode(), head), *items, *bodies]:
-                written.append((f"changelog of {sid} after {step}", key + value))
+        written.extend(what_the_state_holds(run, step))
 
     early = decision(call_id="toolu_1", decision_id="early", raw=raw)
     item, _ = run.pipeline.decode(
@@ -126,13 +133,7 @@ def content_written(shape: Shape, policy: Policy) -> tuple[Run, list[tuple[str, 
     text = shape.text
 
     def state(step: str) -> None:
-        for sid in run.pipeline.store.session_ids():
-            session = run.pipeline.store.get(sid)
-            assert session is not None
-            written.append((f"state of {sid} after {step}", session.to_json()))
-            head, items, bodies = entries.records(session)
-            for key, value in [(sid.encode(), head), *items, *bodies]:
-                written.append((f"changelog of {sid} after {step}", key + value))
+        written.extend(what_the_state_holds(run, step))
 
     def send(value: dict[str, Any], step: str) -> None:
         record = SourceRecord("messages", "llm.messages", 0, run.offset, None, orjson.dumps(value))

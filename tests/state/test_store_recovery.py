@@ -10,20 +10,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import faust
 import orjson
 import pytest
 import rocksdict
 from faust.types import TP
 
 from stream_app import logs
-from stream_app.app import App
-from stream_app.embedded_broker import EmbeddedBroker
 from stream_app.models.topics import partition_for
 from stream_app.state.tables import KeyPartitionedTable, RocksDBStore
-from tests.kafka_io import final_turns
+from tests.state.test_tables import table_of
 from tests.test_app import PARTITIONS as PIPELINE_PARTITIONS
-from tests.test_app import Pipeline, example_lines, replayed
+from tests.test_app import Pipeline, example_lines
 from tests.test_worker_exit import _events as _events_of
 from tests.test_worker_exit import _named
 
@@ -32,15 +29,7 @@ PARTITIONS = 2
 
 @pytest.fixture
 def table(tmp_path: Path) -> Iterator[KeyPartitionedTable]:
-    app: faust.App = App(
-        "test-store-recovery",
-        broker="kafka://127.0.0.1:9",
-        store="rocksdb://",
-        datadir=str(tmp_path),
-        topic_partitions=PARTITIONS,
-        Table=KeyPartitionedTable,
-    )
-    yield app.Table("sessions", partitions=PARTITIONS)  # type: ignore[misc]
+    yield table_of(tmp_path, "sessions", partitions=PARTITIONS)
 
 
 @pytest.fixture
@@ -122,35 +111,25 @@ def test_a_database_locked_by_another_opener_is_not_moved_aside(
 
 @pytest.mark.broker
 def test_a_worker_whose_session_partition_will_not_open_rebuilds_it_from_the_changelog(
-    broker: EmbeddedBroker, topics: dict[str, str], workdir: Path
+    topics: dict[str, str], pipeline: Pipeline
 ) -> None:
-    p = Pipeline(broker, topics, workdir)
-    try:
-        lines = example_lines()
-        expected, expected_letters = replayed(lines, topics)
-        worker = p.worker()
-        worker.start().wait_ready()
-        messages = [{**line, "key": "sess-7f3a"} for line in lines if line["topic"] == "messages"]
-        p.publish(messages)
-        p.turns.wait_until(lambda: len(final_turns(p.turns)) == 4, 60, "4 turns")
-        worker.stop()
+    p = pipeline
+    worker, expected, expected_letters = p.the_examples_turns_on_a_worker()
 
-        # Every table's database of the session's partition: its state lives in all four.
-        partition = partition_for(b"sess-7f3a", PIPELINE_PARTITIONS)
-        data = Path(worker.env["STREAM_APP_DATA_DIR"])
-        damaged = sorted(data.glob(f"**/*-{partition}.db"))
-        assert len(damaged) == 4, damaged
-        for db in damaged:
-            (db / "CURRENT").write_bytes(b"garbage\n")
+    # Every table's database of the session's partition: its state lives in all four.
+    partition = partition_for(b"sess-7f3a", PIPELINE_PARTITIONS)
+    data = Path(worker.env["STREAM_APP_DATA_DIR"])
+    damaged = sorted(data.glob(f"**/*-{partition}.db"))
+    assert len(damaged) == 4, damaged
+    for db in damaged:
+        (db / "CURRENT").write_bytes(b"garbage\n")
 
-        worker.start().wait_ready()
-        moved = _named(_events_of(worker.log), "store_moved_aside")
-        assert sorted(e["path"] for e in moved) == [str(db) for db in damaged]
-        assert all("Corruption" in e["error"] for e in moved)
-        recovered = _named(_events_of(worker.log), "recovery_done")
-        assert recovered[-1]["sessions"] == 1  # the session came back from the changelog
-        # The decisions revise turns that only the rebuilt state knows.
-        p.publish([line for line in lines if line["topic"] == "decisions"])
-        p.wait_for(expected, expected_letters, timeout=60)
-    finally:
-        p.close()
+    worker.start().wait_ready()
+    moved = _named(_events_of(worker.log), "store_moved_aside")
+    assert sorted(e["path"] for e in moved) == [str(db) for db in damaged]
+    assert all("Corruption" in e["error"] for e in moved)
+    recovered = _named(_events_of(worker.log), "recovery_done")
+    assert recovered[-1]["sessions"] == 1  # the session came back from the changelog
+    # The decisions revise turns that only the rebuilt state knows.
+    p.publish([line for line in example_lines() if line["topic"] == "decisions"])
+    p.wait_for(expected, expected_letters, timeout=60)

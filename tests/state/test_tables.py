@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import cast
 
 import faust
 import pytest
@@ -20,17 +21,28 @@ PARTITIONS = 4
 SESSIONS = ["ab", 'ab",', "ab\x00x", "a", "b\u00e9"]
 
 
-@pytest.fixture(params=["rocksdb://", "memory://"])
-def decisions(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[KeyPartitionedTable]:
+def table_of(
+    datadir: Path,
+    name: str,
+    store: str = "rocksdb://",
+    partitions: int = PARTITIONS,
+    session_of: Callable[[bytes], bytes] = bytes,
+) -> KeyPartitionedTable:
+    """A table of an app that never starts (no broker is asked): its store is used alone."""
     app: faust.App = App(
-        "test-tables",
+        f"test-{name}",
         broker="kafka://127.0.0.1:9",
-        store=request.param,
-        datadir=str(tmp_path),
-        topic_partitions=PARTITIONS,
+        store=store,
+        datadir=str(datadir),
+        topic_partitions=partitions,
         Table=KeyPartitionedTable,
     )
-    yield app.Table("decisions", partitions=PARTITIONS, session_of=session_of)  # type: ignore[misc]
+    return cast(KeyPartitionedTable, app.Table(name, partitions=partitions, session_of=session_of))
+
+
+@pytest.fixture(params=["rocksdb://", "memory://"])
+def decisions(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[KeyPartitionedTable]:
+    yield table_of(tmp_path, "decisions", request.param, session_of=session_of)
 
 
 def test_a_key_is_filed_in_its_sessions_partition_outside_any_event(
@@ -141,15 +153,7 @@ def test_a_partitions_items_are_the_tables_own_and_no_one_elses(
 
 def test_a_rocksdb_partition_writes_without_its_write_ahead_log(tmp_path: Path) -> None:
     # The changelog rebuilds a table; the database's own log only slowed every put.
-    app: faust.App = App(
-        "test-wal",
-        broker="kafka://127.0.0.1:9",
-        store="rocksdb://",
-        datadir=str(tmp_path),
-        topic_partitions=PARTITIONS,
-        Table=KeyPartitionedTable,
-    )
-    table = app.Table("sessions", partitions=PARTITIONS)  # type: ignore[misc]
+    table = table_of(tmp_path, "sessions")
     store = table.data
     for i in range(1000):
         store[f"s{i}".encode()] = b"x" * 400
