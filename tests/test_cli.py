@@ -24,17 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_replay_on_a_terminal_draws_a_summary_table(tmp_path: Path) -> None:
     leader, follower = pty.openpty()
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "stream_app",
-            "replay",
-            str(ROOT / "examples" / "session.jsonl"),
-            "--out",
-            str(tmp_path / "t"),
-            "--dlq",
-            str(tmp_path / "d"),
-        ],
+        [sys.executable, "-m", "stream_app", *replay_the_example(tmp_path)],
         stderr=follower,
         stdout=subprocess.DEVNULL,
         timeout=60,
@@ -116,6 +106,12 @@ def test_tail_prints_turns_as_json_lines(broker: EmbeddedBroker) -> None:
 
 
 # -- issue 23 item 5: the text a newcomer reads, and the exit statuses ---------------------
+
+
+def replay_the_example(out: Path) -> list[str]:
+    """``stream-app replay``'s arguments for the example, its outputs in ``out``."""
+    example = str(ROOT / "examples" / "session.jsonl")
+    return ["replay", example, "--out", str(out / "t"), "--dlq", str(out / "d")]
 
 
 def run(
@@ -206,14 +202,7 @@ def test_publish_of_a_file_whose_every_line_is_rejected_fails_without_a_broker(
 
 
 def test_replay_counts_in_words_with_the_prefix_its_errors_have(tmp_path: Path) -> None:
-    done = run(
-        "replay",
-        str(ROOT / "examples" / "session.jsonl"),
-        "--out",
-        str(tmp_path / "t"),
-        "--dlq",
-        str(tmp_path / "d"),
-    )
+    done = run(*replay_the_example(tmp_path))
     assert done.returncode == 0
     (summary,) = done.stderr.splitlines()
     assert summary.startswith("stream-app replay: 12 messages, 5 decisions read; ")
