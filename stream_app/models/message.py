@@ -67,8 +67,9 @@ class ContentPart(_Input):
 
     @model_validator(mode="after")
     def _one_kind(self) -> ContentPart:
-        kinds = (self.text, self.reasoning, self.toolResult)
-        if sum(kind is not None for kind in kinds) > 1:
+        # Three comparisons added, not a generator summed: this runs for every part.
+        kinds = (self.text is not None) + (self.reasoning is not None)
+        if kinds + (self.toolResult is not None) > 1:
             raise ValueError("a content part holds exactly one of text, reasoning, toolResult")
         return self
 

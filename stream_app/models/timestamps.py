@@ -8,20 +8,23 @@ the reverse), so the rules mirror ``rfc3339-validator`` used by ``jsonschema``.
 from __future__ import annotations
 
 import calendar
+import functools
 import re
 from datetime import UTC, datetime
 
 _RFC3339 = re.compile(
     r"^(\d{4})-(0[1-9]|1[0-2])-(\d{2})T([01]\d|2[0-3]):([0-5]\d):([0-5]\d)(?:\.(\d+))?"
     r"(Z|([+-])([01]\d|2[0-3]):([0-5]\d))$",
-    re.ASCII,
+    re.ASCII | re.IGNORECASE,  # "t" and "z" too, as RFC 3339 allows
 )
 _EPOCH_DAYS = datetime(1970, 1, 1).toordinal()
 _DAYS = (0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
 
+@functools.lru_cache(maxsize=4096)
 def _match(value: str) -> re.Match[str] | None:
-    m = _RFC3339.match(value.upper())
+    """Cached: a value checked at validation is read again as an instant (collapse, limits)."""
+    m = _RFC3339.match(value)
     if m is None:
         return None
     year, month, day = int(m[1]), int(m[2]), int(m[3])
@@ -50,7 +53,7 @@ def instant_ns(value: str) -> int:
         raise ValueError(f"not an RFC 3339 date-time: {value!r}")
     days = datetime(int(m[1]), int(m[2]), int(m[3])).toordinal() - _EPOCH_DAYS
     seconds = days * 86400 + int(m[4]) * 3600 + int(m[5]) * 60 + int(m[6])
-    if m[8] != "Z":
+    if m[8] not in ("Z", "z"):
         offset = int(m[10]) * 3600 + int(m[11]) * 60
         seconds -= offset if m[9] == "+" else -offset
     fraction = int((m[7] or "0")[:9].ljust(9, "0"))
