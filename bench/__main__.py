@@ -48,7 +48,7 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from bench import bounded, compression, peers, redaction
+from bench import bounded, compression, peers, redaction, stages
 from bench.reading import from_the_start, peak_rss_kib, wait_ready
 from bench.workload import generate
 from stream_app import heap
@@ -566,6 +566,9 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     )
     core, expected = core_rate(lines)
     print(f"(c) core alone: {core:,.0f} records/s; {len(expected):,} turns", flush=True)
+    naive_core = stages.reference_rate(lines)
+    by_stage = stages.stage_table(lines[: args.worker_records])
+    print(stages.report(by_stage, core, naive_core), flush=True)
 
     n = args.worker_records
     subset = records[:n]
@@ -642,6 +645,9 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         "ratio_x1_to_faust_table_naive": one / naive,
         "ratio_x1_to_faust_passthrough_tuned": one / faust_peers["passthrough"]["records_per_s"],
         "core_records_per_s": core,
+        "core_stages_us_per_record": dict(by_stage),
+        "reference_core_records_per_s": naive_core,
+        "ratio_core_to_reference": core / naive_core,
         "latency_half_load": lat,
         "worker_peak_rss_mib": max(rss_one, rss_two),
         "state": footprint,
@@ -793,6 +799,11 @@ def table(r: dict[str, Any]) -> str:
         ),
         ("core alone (c)", f"{r['core_records_per_s']:,.0f} rec/s", ""),
         (
+            "naive reference core (c); replay / it",
+            f"{r['reference_core_records_per_s']:,.0f} rec/s",
+            f"{r['ratio_core_to_reference']:.2f}x",
+        ),
+        (
             "latency p50 / p99 at half load (d)",
             f"{r['latency_half_load']['p50_ms']:.0f} / {r['latency_half_load']['p99_ms']:.0f} ms",
             "",
@@ -864,6 +875,11 @@ if __name__ == "__main__":
         help="only time Basic redaction per decision against its decode (no broker)",
     )
     parser.add_argument(
+        "--stages",
+        action="store_true",
+        help="only the core's µs per record by stage, and replay against a naive core (no broker)",
+    )
+    parser.add_argument(
         "--bounded",
         action="store_true",
         help="only a record's cost and changelog writes against its session's size (no broker)",
@@ -871,6 +887,11 @@ if __name__ == "__main__":
     arguments = parser.parse_args()
     if arguments.bounded:
         print(bounded.report(bounded.measure()))
+        sys.exit(0)
+    if arguments.stages:
+        lines = list(generate(arguments.records, arguments.sessions, seed=3))
+        core = core_rate(lines)[0]
+        print(stages.report(stages.stage_table(lines), core, stages.reference_rate(lines)))
         sys.exit(0)
     if arguments.compression:
         lines = list(generate(arguments.records, arguments.sessions, seed=3))

@@ -1,0 +1,208 @@
+"""The core by stage, and against a deliberately naive reference core (issue 21 item 4).
+
+``stage_table``: µs per record of each stage of the core on the workload's records, each
+stage timed as the difference between two runs over the same records that differ by it:
+parsing (``orjson``), validation (the pydantic models), the rest of decoding (translation,
+limits, redaction), applying to the session (assembler, collapse, state), and serializing
+what a checkpoint writes (each changed session's new records, once per 1,000 records).
+
+``reference_rate``: records/s of a core that does the same work the naive way: each record
+parsed and validated with the same models, each session a dict of its messages, turns and
+decisions, a turn's JSON emitted when an assistant message finishes and again when a
+decision joins it, decisions kept by id, and the whole session serialized after every
+record (what ``table[key] = value`` writes). Nothing incremental, and none of the care: no
+limits, no redaction, no collapse of equivalent decisions, no dead letters.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import orjson
+
+from stream_app.config import Settings
+from stream_app.core.records import SourceRecord, turn_key
+from stream_app.core.session import SessionState
+from stream_app.models.decision import DecisionPayload
+from stream_app.models.message import LLMMessagePublishedEvent
+from stream_app.pipeline import Pipeline
+from stream_app.state import entries
+from stream_app.state.memory import MemorySessions
+
+CHECKPOINT_RECORDS = 1_000  # records between two serializations of the changed sessions
+
+
+def source_records(lines: list[dict[str, Any]]) -> list[SourceRecord]:
+    return [
+        SourceRecord(
+            line["topic"],
+            line["topic"],
+            0,
+            offset,
+            None if line["key"] is None else line["key"].encode(),
+            line["value"].encode()
+            if isinstance(line["value"], str)
+            else orjson.dumps(line["value"]),
+        )
+        for offset, line in enumerate(lines)
+    ]
+
+
+def _seconds(run: Callable[[], object]) -> float:
+    gc.collect()
+    started = time.perf_counter()
+    run()
+    return time.perf_counter() - started
+
+
+def _parse(records: list[SourceRecord]) -> None:
+    for record in records:
+        with contextlib.suppress(orjson.JSONDecodeError):  # the workload's malformed records
+            orjson.loads(record.value or b"")
+
+
+def _validate(records: list[SourceRecord]) -> None:
+    for record in records:
+        try:
+            doc = orjson.loads(record.value or b"")
+            if record.kind == "messages":
+                LLMMessagePublishedEvent.model_validate(doc)
+            else:
+                DecisionPayload.model_validate(doc)
+        except ValueError:  # orjson's and pydantic's errors both are
+            pass
+
+
+class _Journaled(MemorySessions):
+    """Sessions in a dict that keep what changed for the next seal, as ``TableSessions``
+    does (``MemorySessions`` drops it: nothing of it is written)."""
+
+    def put(self, state: SessionState) -> None:
+        self._sessions[state.session_id] = state
+
+
+def _core(records: list[SourceRecord], serialize: bool) -> None:
+    store = _Journaled() if serialize else MemorySessions()
+    pipeline = Pipeline(Settings().policy(), store, clock=lambda: 0.0)
+    changed: set[str] = set()
+    for n, record in enumerate(records, 1):
+        item, _ = pipeline.decode(record)
+        if item is None:
+            continue
+        pipeline.apply(item)
+        if serialize:
+            changed.add(item.session_id)
+            if n % CHECKPOINT_RECORDS == 0:
+                _seal(pipeline, changed)
+    if serialize:
+        _seal(pipeline, changed)
+
+
+def _seal(pipeline: Pipeline, changed: set[str]) -> None:
+    """What a checkpoint serializes of each changed session: its new entries, new turns'
+    bodies and head (``TableSessions.seal`` and ``write``, without the tables)."""
+    for session_id in changed:
+        state = pipeline.store.get(session_id)
+        if state is None:
+            continue
+        change = entries.changes(state, 0, (), partial(turn_key, session_id))
+        for value in [*change["before"].values(), *change["bodies"].values()]:
+            if callable(value):
+                value()
+        entries.head(state, 0, change["dropped"])
+    changed.clear()
+
+
+def stage_table(lines: list[dict[str, Any]], rounds: int = 3) -> list[tuple[str, float]]:
+    """(stage, µs per record), the best of ``rounds`` for each run."""
+    records = source_records(lines)
+    decoding = Pipeline(Settings().policy(), MemorySessions())
+    runs: dict[str, Callable[[], object]] = {
+        "parse": lambda: _parse(records),
+        "validate": lambda: _validate(records),
+        "decode": lambda: [decoding.decode(r) for r in records],
+        "apply": lambda: _core(records, serialize=False),
+        "serialize": lambda: _core(records, serialize=True),
+    }
+    best = {name: min(_seconds(run) for _ in range(rounds)) for name, run in runs.items()}
+    per = {name: seconds / len(records) * 1e6 for name, seconds in best.items()}
+    return [
+        ("parse (orjson)", per["parse"]),
+        ("validate (pydantic models)", per["validate"] - per["parse"]),
+        ("rest of decode (translate, limits, redaction)", per["decode"] - per["validate"]),
+        ("apply (assembler, collapse, state)", per["apply"] - per["decode"]),
+        ("serialize the changed sessions", per["serialize"] - per["apply"]),
+        ("the core, all stages", per["serialize"]),
+    ]
+
+
+def reference(payload: list[bytes]) -> int:
+    """The naive core over replay's input lines; the number of turn revisions emitted."""
+    sessions: dict[str, dict[str, Any]] = {}
+    emitted = 0
+    for line in payload:
+        doc = orjson.loads(line)
+        value = doc["value"]
+        try:
+            if doc["topic"] == "messages":
+                LLMMessagePublishedEvent.model_validate(value)
+            else:
+                DecisionPayload.model_validate(value)
+        except ValueError:
+            continue
+        if doc["topic"] == "messages":
+            sid = value.get("conversationId")
+            message = value.get("message")
+            if not isinstance(sid, str) or not isinstance(message, dict):
+                continue
+            session = sessions.setdefault(sid, {"pending": [], "turns": {}, "decisions": {}})
+            session["pending"].append(message)
+            if message.get("role") in ("ROLE_ASSISTANT", 2) and message.get("finishReason"):
+                call = message.get("messageId")
+                turn = {
+                    "session_id": sid,
+                    "inference_call_id": call,
+                    "new_messages": session["pending"],
+                    "decisions": [
+                        d for d in session["decisions"].values() if d.get("call_id") == call
+                    ],
+                }
+                session["turns"][call] = turn
+                session["pending"] = []
+                orjson.dumps(turn)
+                emitted += 1
+        else:
+            sid, decision_id = value.get("session_id"), value.get("decision_id")
+            if not isinstance(sid, str) or decision_id is None:
+                continue
+            session = sessions.setdefault(sid, {"pending": [], "turns": {}, "decisions": {}})
+            if decision_id in session["decisions"]:
+                continue  # a redelivery
+            session["decisions"][decision_id] = value
+            turn = session["turns"].get(value.get("call_id"))
+            if turn is not None:
+                turn["decisions"].append(value)
+                orjson.dumps(turn)
+                emitted += 1
+        orjson.dumps(session)
+    return emitted
+
+
+def reference_rate(lines: list[dict[str, Any]]) -> float:
+    payload = [orjson.dumps(line) for line in lines]
+    return len(payload) / min(_seconds(lambda: reference(payload)) for _ in range(3))
+
+
+def report(stages: list[tuple[str, float]], core: float, naive: float) -> str:
+    width = max(len(name) for name, _ in stages)
+    rows = [f"{name:<{width}}  {us:7.1f} µs/record" for name, us in stages]
+    rows.append(
+        f"replay {core:,.0f} records/s against the naive reference core's {naive:,.0f}: "
+        f"{core / naive:.2f}x (goal 1.5x)"
+    )
+    return "\n".join(rows)
