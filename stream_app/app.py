@@ -43,6 +43,7 @@ from stream_app.checkpointing.consumer import (
 from stream_app.config import Settings, load_settings
 from stream_app.models.topics import partition_for
 from stream_app.pipeline import Pipeline
+from stream_app.slices import Slices
 from stream_app.state.recovery import (
     FetchEndTableManager,
     bootstrap_servers,
@@ -163,11 +164,13 @@ def create_app(settings: Settings) -> faust.App:
             app.crash,
             interval=settings.commit_interval_ms / 1000,
         )
+        give_back = Slices()  # a full buffer is read without ever awaiting (slices.py)
         try:
             async for event in stream.noack().events():  # type: ignore[attr-defined]
                 for message in consumer.delivered(event.message):  # a run of one partition
                     worker.apply(message, checkpoints.add(message))
                 await checkpoints.added(full=settings.batch_max_records)
+                await give_back()
         except Exception as exc:  # a stop's cancellation still checkpoints what was applied
             checkpoints.fail(exc)  # the batch the record was in is never acknowledged
             raise

@@ -34,12 +34,14 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from faust.types import Message
 
+from stream_app import logs
 from stream_app.checkpointing.consumer import Consumer
 from stream_app.core.records import Outputs
 from stream_app.state.sessions import TableSessions
@@ -107,6 +109,11 @@ class Batch:
         if to not in TRANSITIONS[self.status]:
             raise BatchStateError(f"a {self.status.value} batch cannot become {to.value}")
         self.status = to
+
+
+def until_due(began: float, now: float, interval: float) -> float:
+    """Seconds until the checkpoint after one that began at ``began`` is due."""
+    return max(0.0, began + interval - now)
 
 
 Send = Callable[[Batch], Awaitable[list[Awaitable[Any]]]]  # hands a batch to the producer
@@ -208,11 +215,13 @@ class Checkpoints:
         if self._fail(exc):
             await self.crash(exc)
 
-    async def checkpoint(self) -> None:
-        """Step 4 for every batch sealed before it begins; nothing after a failure."""
+    async def checkpoint(self) -> int:
+        """Step 4 for every batch sealed before it begins; nothing after a failure. The
+        events acknowledged."""
+        acknowledged = 0
         async with self._writing:
             if self.failure is not None:
-                return
+                return 0
             try:
                 self.seal_now()
                 batches = list(self._sealed)
@@ -223,23 +232,25 @@ class Checkpoints:
                     await asyncio.wait([last])
                     last.result()
                 if self.failure is not None:
-                    return  # failed meanwhile (``fail``): nothing is written
+                    return 0  # failed meanwhile (``fail``): nothing is written
                 await self.store.write(snapshot)
                 for table in self.tables:
                     await table.written()
                 if self.failure is not None:
-                    return  # nor acknowledged
+                    return 0  # nor acknowledged
                 self.store.settled(snapshot)
                 # 4b: the events, acknowledged batch after batch, in the order sealed.
                 for batch in batches:
                     for message in batch.messages:
                         self.consumer.applied(message)
                         self.consumer.ack(message)
+                    acknowledged += len(batch.messages)
                     batch.advance(BatchStatus.CHECKPOINTED)
                     del self._sealed[0]  # ``batch``: only seal_now appends, meanwhile
             except BaseException as exc:
                 await self._failed(exc)
                 raise
+        return acknowledged
 
     def _in_flight(self) -> list[asyncio.Task[None]]:
         """The batches still in step 3, oldest first; a failed one raises here."""
@@ -280,16 +291,30 @@ class Checkpoints:
             self.seal_now()  # what arrived while this batch was being sent
 
     async def _every_interval(self) -> None:
-        """Step 4 every ``interval`` seconds, and at once when the consumer asks (its R10,
-        before a rebalance or a stop); a request is answered by the checkpoint that began
-        after it, or by this loop's end."""
-        settlement = self.consumer.settlement
+        """Step 4 every ``interval`` seconds from the start of the one before (at once if
+        that one took longer), and at once when the consumer asks (its R10, before a
+        rebalance or a stop); a request is answered by the checkpoint that began after it,
+        or by this loop's end. What a checkpoint acknowledged is committed right after it:
+        Faust's own commit timer would leave it uncommitted up to another interval."""
+        settlement, loop = self.consumer.settlement, asyncio.get_running_loop()
+        began = loop.time()
         try:
             while True:
-                covered = await settlement.asked(timeout=self.interval)
+                covered = await settlement.asked(until_due(began, loop.time(), self.interval))
+                began = loop.time()
                 try:
-                    await self.checkpoint()
+                    acknowledged = await self.checkpoint()
                 finally:
                     await settlement.answer(covered)
+                if acknowledged:
+                    await self._commit()
         finally:
             await settlement.close()
+
+    async def _commit(self) -> None:
+        """Faust's commit (one at a time; R3 says what it may commit). A commit that fails
+        is Faust's next timer commit's to make: the loop must go on checkpointing."""
+        try:
+            await self.consumer.commit()
+        except Exception as exc:
+            logs.event("commit_failed", logging.WARNING, error=f"{type(exc).__name__}: {exc}")

@@ -267,6 +267,14 @@ PINS: tuple[Pin, ...] = (
         TABLES,
     ),
     Pin(
+        "faust.transport.drivers.aiokafka.Producer",
+        "_ensure_producer",
+        "method",
+        "(self)",
+        "called: the aiokafka producer, to hand a table's changelog records over in batches",
+        TABLES,
+    ),
+    Pin(
         "faust.stores.memory.Store",
         "_key_partition",
         "attribute",

@@ -18,9 +18,7 @@ ids, and filed in the session's partition.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 from collections import Counter, OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -36,6 +34,7 @@ from stream_app.core.policy import Policy
 from stream_app.core.records import turn_key
 from stream_app.core.session import SessionState
 from stream_app.models.turn import TurnBodyDict
+from stream_app.slices import Slices
 from stream_app.state import entries
 from stream_app.state.base import SessionStore
 from stream_app.state.entries import Value
@@ -353,8 +352,8 @@ class TableSessions(SessionStore):
         without its state is harmless: the record that wrote it finds itself there,
         ``core/collapse.first_copy``, and is applied again). What a head no longer names
         goes after it. Entries are serialized here, giving the event loop back every
-        ``SLICE_SECONDS``, so a checkpoint never holds up the agent for long."""
-        pause = _Slices()
+        ``SLICE_SECONDS`` (``slices.py``), so a checkpoint never holds up the agent for long."""
+        pause = Slices()
         for key, value in snapshot.entries.items():
             await self.entries.put(key, self._fits(key, value))
             await pause()
@@ -431,22 +430,6 @@ class TableSessions(SessionStore):
 
     def _is_written(self, session_id: str) -> bool:
         return session_id not in self._changed and session_id not in self._unwritten
-
-
-SLICE_SECONDS = 0.005  # the longest a checkpoint's writes keep the event loop
-
-
-class _Slices:
-    """Gives the event loop back once ``SLICE_SECONDS`` of work have passed since it last
-    did: a checkpoint writes thousands of records, and the agent must not wait on it."""
-
-    def __init__(self) -> None:
-        self._since = time.perf_counter()
-
-    async def __call__(self) -> None:
-        if time.perf_counter() - self._since > SLICE_SECONDS:
-            await asyncio.sleep(0)
-            self._since = time.perf_counter()
 
 
 def _due_at(head: bytes, policy: Policy) -> float:

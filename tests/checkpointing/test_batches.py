@@ -15,6 +15,7 @@ from stream_app.checkpointing.batches import (
     Checkpoints,
     Emitted,
     Forward,
+    until_due,
 )
 from stream_app.checkpointing.consumer import Settlement
 from stream_app.core.records import Outputs
@@ -66,12 +67,17 @@ class Consumer:
     def __init__(self) -> None:
         self.calls: list[tuple[str, object]] = []
         self.settlement = Settlement()
+        self.commits = 0
 
     def applied(self, message: object) -> None:
         self.calls.append(("applied", message))
 
     def ack(self, message: object) -> bool:
         self.calls.append(("ack", message))
+        return True
+
+    async def commit(self) -> bool:
+        self.commits += 1
         return True
 
 
@@ -374,3 +380,28 @@ def test_an_ask_with_nobody_to_answer_returns_and_one_waiting_is_released_at_the
         assert not h.consumer.settlement.answering
 
     asyncio.run(main())
+
+
+def test_what_a_checkpoint_acknowledged_is_committed_right_after_it() -> None:
+    # Faust commits on its own timer: what a checkpoint acknowledged waited up to another
+    # interval for it, so a crash re-read it and the group's lag said it was not done.
+    async def main() -> None:
+        h = Harness()
+        await asyncio.wait_for(h.consumer.settlement.ask(), timeout=10)  # no party yet
+        assert h.consumer.commits == 0
+        await h.sealed_batch("m1")
+        h.acks[0].set_result(None)
+        await asyncio.wait_for(h.consumer.settlement.ask(), timeout=10)
+        assert h.consumer.calls == [("applied", "m1"), ("ack", "m1")]
+        await asyncio.wait_for(h.consumer.settlement.ask(), timeout=10)  # nothing new
+        assert h.consumer.commits == 1  # the first checkpoint's; the second acknowledged nothing
+        h.stop_timer()
+
+    asyncio.run(main())
+
+
+def test_checkpoints_are_due_an_interval_after_the_last_began() -> None:
+    # Timed from the end of the last one, checkpoints longer than the interval left the
+    # loop idle a whole interval between two of them while records waited.
+    assert until_due(began=10.0, now=10.25, interval=1.0) == 0.75
+    assert until_due(began=10.0, now=12.5, interval=1.0) == 0.0  # it took longer: at once

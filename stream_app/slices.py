@@ -1,0 +1,29 @@
+"""Work on the event loop in slices, so that no one task holds it for long.
+
+One event loop serves the agent, the checkpoints, the consumer's heartbeats and fetches,
+the producer's acknowledgements and the web pages. A coroutine that never awaits anything
+unfinished never gives the loop back: the agent reading a full buffer (``asyncio.Queue.get``
+returns at once while records wait) held it for hundreds of milliseconds, which is latency
+for every turn and a late heartbeat. Work that may run long calls a ``Slices`` between two
+units of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+SLICE_SECONDS = 0.005  # the longest one task keeps the event loop before giving it back
+
+
+class Slices:
+    """Gives the event loop back once ``seconds`` of work have passed since it last did."""
+
+    def __init__(self, seconds: float = SLICE_SECONDS) -> None:
+        self.seconds = seconds
+        self._since = time.perf_counter()
+
+    async def __call__(self) -> None:
+        if time.perf_counter() - self._since > self.seconds:
+            await asyncio.sleep(0)
+            self._since = time.perf_counter()
