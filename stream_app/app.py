@@ -185,9 +185,11 @@ def create_app(settings: Settings) -> faust.App:
     @app.timer(heap.INTERVAL)  # type: ignore[untyped-decorator]
     async def give_back_memory() -> None:
         """An idle worker also drops what only speeds up work: the decoded states (in the
-        tables) and the cached partitions of session keys."""
+        tables) and the cached partitions of session keys; and collects the cycles that
+        checkpoints froze (``heap.freeze_survivors``)."""
         if store.forget_if_idle():
             partition_for.cache_clear()
+            heap.collect_frozen()
         heap.give_back()
 
     @app.task  # type: ignore[untyped-decorator]
