@@ -36,6 +36,7 @@ from stream_app.core.records import (
 from stream_app.models.dead_letter import Reason
 from stream_app.models.topics import partition_for
 from stream_app.pipeline import Pipeline
+from stream_app.slices import Slices
 from stream_app.state.sessions import TableSessions
 
 SWEEP = b'{"sweep":true}'  # the leader's timer record on a sessions partition: expire it
@@ -200,7 +201,9 @@ class Outbox:
         """Hands a batch's emissions and forwarded inputs to the producer, in order."""
         producer, partitions = self.producer, self.routing.partitions
         acks: list[Awaitable[RecordMetadata]] = []
+        pause = Slices()  # a send that finds room in the producer's buffer never awaits
         for out, _ in batch.emitted:
+            await pause()
             for revision in out.turns:
                 acks.append(
                     await producer.send(
@@ -224,6 +227,7 @@ class Outbox:
                     )
                 )
         for forward in batch.forward:
+            await pause()
             acks.append(
                 await producer.send(
                     self.routing.sessions_topic,

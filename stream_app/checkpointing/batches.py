@@ -10,12 +10,13 @@ begins only from the status before it, and anything else raises (``BatchStateErr
    turn revisions, dead letters and re-keyed records are handed to the producer (after the
    previous batch's, so a turn's revisions stay in order) and acknowledged by the broker;
    a batch is SENT only once every batch before it is (``_send``).
-4. CHECKPOINTED: at a checkpoint (every ``interval`` seconds, and before a rebalance or a
-   stop), (4a) every session changed since the last checkpoint is serialized at once and,
-   once the batches sealed so far are SENT, written to the tables (each session once) and
-   its changelog records acknowledged; (4b) then those batches' events are marked applied
-   and acknowledged to Faust, batch after batch in the order they were sealed, and Faust
-   may commit their offsets (``checkpoint``).
+4. CHECKPOINTED: at a checkpoint (an ``interval`` after the last one began, and before a
+   rebalance or a stop), (4a) every session changed since the last checkpoint is
+   serialized as it was when the checkpoint began, a slice at a time while the agent goes
+   on (``TableSessions.begin_seal``), and, once the batches sealed so far are SENT, written
+   to the tables (each session once) and its changelog records acknowledged; (4b) then
+   those batches' events are marked applied and acknowledged to Faust, batch after batch
+   in the order they were sealed, and committed (``checkpoint``, ``_every_interval``).
 
 So a state on the changelog never names a record whose emissions are not on the broker, and
 an offset is never committed before its record's state is on the changelog. Writing a
@@ -44,6 +45,7 @@ from faust.types import Message
 from stream_app import heap, logs
 from stream_app.checkpointing.consumer import Consumer
 from stream_app.core.records import Outputs
+from stream_app.slices import Slices
 from stream_app.state.sessions import TableSessions
 
 IN_FLIGHT = 4  # sealed batches being sent at once before the agent waits for the oldest
@@ -225,8 +227,10 @@ class Checkpoints:
             try:
                 self.seal_now()
                 batches = list(self._sealed)
-                # 4a: the sessions, serialized now; written once these batches are SENT.
-                snapshot = self.store.seal()
+                # 4a: the sessions as they are now, serialized a slice at a time (the agent
+                # goes on applying meanwhile); written once these batches are SENT.
+                snapshot = self.store.begin_seal()
+                await self.store.finish_seal(snapshot)
                 last = self._sending[-1] if self._sending else None
                 if last is not None:  # step 3 of these batches (each waits for the one before)
                     await asyncio.wait([last])
@@ -239,14 +243,21 @@ class Checkpoints:
                 if self.failure is not None:
                     return 0  # nor acknowledged
                 self.store.settled(snapshot)
-                # 4b: the events, acknowledged batch after batch, in the order sealed.
+                # 4b: the events, acknowledged batch after batch, in the order sealed,
+                # giving the loop back between two (a commit meanwhile takes what is
+                # acknowledged so far, R3); a failure meanwhile stops the acknowledgements:
+                # the batches left are FAILED.
+                pause = Slices()
                 for batch in batches:
+                    if self.failure is not None:
+                        break
                     for message in batch.messages:
                         self.consumer.applied(message)
                         self.consumer.ack(message)
                     acknowledged += len(batch.messages)
                     batch.advance(BatchStatus.CHECKPOINTED)
                     del self._sealed[0]  # ``batch``: only seal_now appends, meanwhile
+                    await pause()
             except BaseException as exc:
                 await self._failed(exc)
                 raise

@@ -180,6 +180,8 @@ class TableSessions(SessionStore):
         self._garbage: dict[str, list[bytes]] = {}  # found by a read, deleted at the seal
         self._retired: dict[str, set[int]] = {}  # epochs whose entries go after the head
         self._changed: set[str] = set()  # since the last seal
+        self._sealing: set[str] = set()  # changed before the seal under way, not yet sealed
+        self._snapshot = Snapshot(-1)  # the seal under way's (``begin_seal``)
         self._unwritten: Counter[str] = Counter()  # sealed, not yet written
         self._sealed = 0
         self._held = 0  # sessions held (``recount``)
@@ -187,6 +189,7 @@ class TableSessions(SessionStore):
 
     def get(self, session_id: str) -> SessionState | None:
         self._worked = True
+        self._seal_before_change(session_id)  # what it returns may be changed in place
         if session_id in self._live:
             self._live.move_to_end(session_id)
             return self._live[session_id]
@@ -228,6 +231,7 @@ class TableSessions(SessionStore):
     def put(self, state: SessionState) -> None:
         self._worked = True
         session_id = state.session_id
+        self._seal_before_change(session_id)
         if not self._holds(session_id):
             self._held += 1
         if (old := self._live.get(session_id)) is not None and old is not state:
@@ -243,6 +247,7 @@ class TableSessions(SessionStore):
 
     def delete(self, session_id: str) -> None:
         self._worked = True
+        self._seal_before_change(session_id)
         if self._holds(session_id):
             self._held -= 1
             self._replaced(session_id)  # a session that starts in this checkpoint is new
@@ -289,7 +294,7 @@ class TableSessions(SessionStore):
         """Counts the sessions held: those in the table, as the batches since changed them.
         After partitions moved (the table's keys are the new partitions')."""
         held = {key.decode() for key in self.table}
-        for session_id in self._changed | set(self._unwritten):
+        for session_id in self._changed | self._sealing | set(self._unwritten):
             if self._live[session_id] is None:
                 held.discard(session_id)
             else:
@@ -313,25 +318,49 @@ class TableSessions(SessionStore):
 
     def seal(self) -> Snapshot:
         """What the sessions changed since the last seal write, serialized now (E1)."""
+        snapshot = self.begin_seal()
+        while self._sealing:
+            self._seal_one(snapshot, next(iter(self._sealing)))
+        return snapshot
+
+    def begin_seal(self) -> Snapshot:
+        """A snapshot of the sessions as they are now, serialized by ``finish_seal`` a slice
+        at a time; a session the agent is about to change before then is serialized first
+        (``get``, ``put``, ``delete``), so the snapshot holds each session as it was when
+        the seal began, whatever is applied meanwhile. Sealing every changed session at
+        once held the event loop 44-73 ms a checkpoint (25 µs a session)."""
         snapshot = Snapshot(self._sealed)
         self._sealed += 1
-        for session_id in self._changed:
-            state = self._live[session_id]
-            garbage = self._garbage.pop(session_id, ())
-            retired = self._retired.pop(session_id, ())
-            snapshot.retired += [(session_id, epoch) for epoch in retired]
-            if state is None:
-                snapshot.entries.update(dict.fromkeys(garbage))
-                snapshot.sessions[session_id] = None
-            else:
-                epoch = self._epochs.get(session_id, 0)
-                change = entries.changes(state, epoch, garbage, partial(turn_key, session_id))
-                head = entries.head(state, epoch, change["dropped"])
-                self._add(snapshot, session_id, change, head)
-            self._unwritten[session_id] += 1
-        self._changed.clear()
+        self._sealing, self._changed = self._changed, set()
+        self._snapshot = snapshot
         self.collapse.seal(snapshot)
         return snapshot
+
+    async def finish_seal(self, snapshot: Snapshot) -> None:
+        pause = Slices()
+        while self._sealing:
+            self._seal_one(snapshot, next(iter(self._sealing)))
+            await pause()
+
+    def _seal_before_change(self, session_id: str) -> None:
+        if session_id in self._sealing:
+            self._seal_one(self._snapshot, session_id)
+
+    def _seal_one(self, snapshot: Snapshot, session_id: str) -> None:
+        self._sealing.discard(session_id)
+        state = self._live[session_id]
+        garbage = self._garbage.pop(session_id, ())
+        retired = self._retired.pop(session_id, ())
+        snapshot.retired += [(session_id, epoch) for epoch in retired]
+        if state is None:
+            snapshot.entries.update(dict.fromkeys(garbage))
+            snapshot.sessions[session_id] = None
+        else:
+            epoch = self._epochs.get(session_id, 0)
+            change = entries.changes(state, epoch, garbage, partial(turn_key, session_id))
+            head = entries.head(state, epoch, change["dropped"])
+            self._add(snapshot, session_id, change, head)
+        self._unwritten[session_id] += 1
 
     def _add(
         self, snapshot: Snapshot, session_id: str, change: entries.Changes, head: bytes
@@ -429,7 +458,11 @@ class TableSessions(SessionStore):
         self._epochs.pop(session_id, None)
 
     def _is_written(self, session_id: str) -> bool:
-        return session_id not in self._changed and session_id not in self._unwritten
+        return not (
+            session_id in self._changed
+            or session_id in self._sealing
+            or session_id in self._unwritten
+        )
 
 
 def _due_at(head: bytes, policy: Policy) -> float:

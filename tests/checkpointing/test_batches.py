@@ -90,10 +90,13 @@ class Store:
         self.written: list[int] = []
         self.snapshots = 0
 
-    def seal(self) -> int:
+    def begin_seal(self) -> int:
         self.snapshots += 1
         self.sealed.set()
         return self.snapshots
+
+    async def finish_seal(self, snapshot: int) -> None:
+        pass
 
     async def write(self, snapshot: int) -> None:
         if self.write_error is not None:

@@ -306,6 +306,38 @@ def test_a_checkpoint_stopped_at_any_write_is_read_back_and_replayed_exactly(
         assert second.emitted in ([], first.emitted[committed:])
 
 
+def test_what_is_applied_while_a_seal_is_under_way_waits_for_the_next_checkpoint() -> None:
+    # A checkpoint serializes its sessions a slice at a time while the agent goes on: a
+    # session the agent changes before its turn in the seal must be sealed as it was when
+    # the seal began, else the changelog holds a state naming records whose turns were
+    # never sent (a crash then skips them as applied).
+    records = [(kind, value) for kind, value in scenario()]
+    records += [(kind, {**value, "conversationId": "s2"}) for kind, value in records[:2]]
+    later = [
+        ("messages", message(text="after the seal began", message_id="u9")),
+        ("messages", message("s2", text="s2 after it", message_id="u8")),
+    ]
+
+    def written(interleaved: bool) -> tuple[dict[bytes, bytes], ...]:
+        tables = fresh_tables()
+        worker = Worker(tables)
+        worker.run(records, 0, len(records))
+        snapshot = worker.store.begin_seal()
+        if interleaved:  # each changes a session not yet sealed
+            worker.run(records + later, len(records), len(records) + len(later))
+        asyncio.run(worker.store.finish_seal(snapshot))
+        asyncio.run(worker.store.write(snapshot))
+        worker.store.settled(snapshot)
+        first = tuple(dict(t.data) for t in tables)
+        worker.checkpoint()  # the next one writes what came in meanwhile
+        assert (b"after the seal began" in b"".join(tables[3].data.values())) is interleaved
+        return first
+
+    sealed = written(interleaved=False)
+    assert written(interleaved=True) == sealed
+    assert b"after the seal began" not in b"".join(sealed[3].values())
+
+
 def fresh_tables(budget: list[int] | None = None) -> Tables:
     journal: list[str] = []
     return (
