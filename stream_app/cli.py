@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from stream_app import __version__, exits, heap, logs
+from stream_app import __version__, exits, logs
 from stream_app.config import SettingsError, broker_hosts, load_settings
 
 DESCRIPTION = (
@@ -375,8 +375,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if argv is None and args.run is _worker:  # this process is a worker: not when embedded
-        heap.use_system_allocator()
     try:
         code: int = args.run(args)
     except SettingsError as exc:

@@ -1,19 +1,17 @@
-"""Giving freed memory back to the operating system.
+"""The worker's memory: freed memory given back, and the collector kept off the state.
 
 A worker allocates and frees a decoded state, a turn and a record's JSON for every record.
 glibc's allocator keeps what Python frees for reuse and returns it only from the top of its
-heap: after 40,000 sessions a worker's RSS was 636 MiB of which 288 MiB were free and kept
-(measured with ``python -m bench --soak``). ``malloc_trim`` returns it, in milliseconds;
-asked every ``INTERVAL`` seconds, RSS follows what the worker holds instead of its peak.
-Elsewhere (another libc, macOS) there is nothing to do.
+heap; ``malloc_trim`` returns it, in milliseconds; asked every ``INTERVAL`` seconds, RSS
+follows what the worker holds instead of its peak. Elsewhere (another libc, macOS) there is
+nothing to do.
 
-Most of what a worker frees is small objects, which CPython's own allocator (pymalloc)
-keeps in 1 MiB arenas and returns only when an arena is wholly free: a burst of records
-spread the few objects that outlive it over hundreds of arenas, and at rest a worker holding
-100,000 sessions kept 356 arenas for 32 MB of live objects (443 MiB RSS). So a worker runs on
-glibc's allocator (``PYTHONMALLOC=malloc``), whose free pages ``malloc_trim`` returns
-wherever they are: 175 MiB at rest, for about a fifth of the throughput (README,
-Performance). A ``PYTHONMALLOC`` already set is left alone: ``pymalloc`` buys the speed back.
+A worker runs on CPython's own allocator. It once restarted itself on glibc's
+(``PYTHONMALLOC=malloc``), whose free pages ``malloc_trim`` returns wherever they are, when
+pymalloc's arenas kept 443 MiB at rest for 100,000 sessions; since a session's state is
+its entries and the decoded states go when the worker is idle, pymalloc holds them in 218
+MiB at rest (282 at the peak), and the restart cost 9-30 % of the sustained rate
+(``docs/benchmarks.md``).
 """
 
 from __future__ import annotations
@@ -22,8 +20,6 @@ import contextlib
 import ctypes
 import ctypes.util
 import gc
-import os
-import sys
 import time
 from collections.abc import Callable
 
@@ -42,14 +38,6 @@ def give_back() -> bool:
         return False
     _trim(0)
     return True
-
-
-def use_system_allocator() -> None:
-    """Restarts this process on glibc's allocator (same pid, arguments and environment),
-    unless ``PYTHONMALLOC`` is set or there is no ``malloc_trim`` to return its memory."""
-    if _trim is None or "PYTHONMALLOC" in os.environ:
-        return
-    os.execve(sys.executable, sys.orig_argv, {**os.environ, "PYTHONMALLOC": "malloc"})
 
 
 def freeze_survivors() -> None:

@@ -36,6 +36,7 @@ from stream_app.core.records import (
 from stream_app.models.dead_letter import Reason
 from stream_app.models.topics import partition_for
 from stream_app.pipeline import Pipeline
+from stream_app.record_batches import RecordBatches, aiokafka_producer
 from stream_app.slices import Slices
 from stream_app.state.sessions import TableSessions
 
@@ -187,7 +188,11 @@ def _rejected(msg: Message, problem: str) -> Outputs:
 
 
 class Outbox:
-    """Ships a batch's emissions and forwarded inputs, and counts them once they are in."""
+    """Ships a batch's emissions and forwarded inputs, and counts them once they are in.
+
+    Turn revisions and forwarded inputs go in record batches (``record_batches.py``), one
+    acknowledgement a batch; dead letters, few and keyed by whatever the producer sent,
+    one at a time through Faust's producer, which picks their partition."""
 
     def __init__(
         self, producer: ProducerT, turns_topic: str, dlq_topic: str, routing: Routing
@@ -196,24 +201,22 @@ class Outbox:
         self.turns_topic = turns_topic
         self.dlq_topic = dlq_topic
         self.routing = routing
+        self._batches = RecordBatches(lambda: aiokafka_producer(producer))
 
     async def send(self, batch: Batch) -> list[Awaitable[RecordMetadata]]:
         """Hands a batch's emissions and forwarded inputs to the producer, in order."""
-        producer, partitions = self.producer, self.routing.partitions
+        producer, partitions, batches = self.producer, self.routing.partitions, self._batches
         acks: list[Awaitable[RecordMetadata]] = []
-        pause = Slices()  # a send that finds room in the producer's buffer never awaits
+        pause = Slices()
         for out, _ in batch.emitted:
             await pause()
             for revision in out.turns:
-                acks.append(
-                    await producer.send(
-                        self.turns_topic,
-                        key=revision.key_bytes,
-                        value=revision.value,
-                        partition=partition_for(revision.session_id.encode(), partitions),
-                        timestamp=None,
-                        headers=revision.headers,
-                    )
+                partition = partition_for(revision.session_id.encode(), partitions)
+                await batches.append(
+                    TP(self.turns_topic, partition),
+                    revision.key_bytes,
+                    revision.value,
+                    headers=revision.headers,
                 )
             for letter in out.dead_letters:
                 acks.append(
@@ -226,18 +229,16 @@ class Outbox:
                         headers=None,
                     )
                 )
+        sessions = self.routing.sessions_topic
         for forward in batch.forward:
             await pause()
-            acks.append(
-                await producer.send(
-                    self.routing.sessions_topic,
-                    key=forward.key,
-                    value=forward.value,
-                    partition=forward.partition,
-                    timestamp=forward.timestamp,
-                    headers=None,
-                )
+            await batches.append(
+                TP(sessions, forward.partition),
+                forward.key,
+                forward.value,
+                timestamp_ms=int(forward.timestamp * 1000),
             )
+        acks += [delivery.acknowledged for delivery in await batches.hand_over_all()]
         return acks
 
     def observe(self, batch: Batch) -> None:

@@ -271,8 +271,8 @@ PINS: tuple[Pin, ...] = (
         "_ensure_producer",
         "method",
         "(self)",
-        "called: the aiokafka producer, to hand a table's changelog records over in batches",
-        TABLES,
+        "called: the aiokafka producer, to hand records over in record batches",
+        ("stream_app.record_batches",),
     ),
     Pin(
         "faust.stores.memory.Store",

@@ -11,20 +11,17 @@ partition (murmur2, as ``partition_for``), whatever event is current.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any, cast
 
 import rocksdict
-from aiokafka import AIOKafkaProducer
-from aiokafka.producer.message_accumulator import BatchBuilder
-from aiokafka.structs import RecordMetadata
 from faust.stores import memory, rocksdb
 from faust.tables.table import Table
 from faust.types import TP, StoreT
 from yarl import URL
 
 from stream_app.models.topics import partition_for
+from stream_app.record_batches import RecordBatches, aiokafka_producer
 from stream_app.state.damaged import damaged, move_aside
 
 # Faust opens each table partition's RocksDB with 64 MiB write buffers (three of them) and a
@@ -138,66 +135,36 @@ class KeyPartitionedTable(Table[bytes, bytes]):
         kwargs.setdefault("value_type", bytes)
         kwargs["options"] = {**ROCKSDB_OPTIONS, **(kwargs.get("options") or {})}
         super().__init__(*args, **kwargs)
-        #: Changelog records not yet handed to the producer: one record batch a partition.
-        self._open: dict[int, BatchBuilder] = {}
-        #: Record batches handed to the producer and not yet acknowledged: (partition,
-        #: records in it, its delivery).
-        self._sent: list[tuple[int, int, asyncio.Future[RecordMetadata]]] = []
+        #: Changelog records on their way to the producer, a record batch a partition.
+        self._changelog = RecordBatches(lambda: aiokafka_producer(self.app.producer))
 
     async def put(self, key: bytes, value: bytes | None) -> None:
-        """Writes (``None``: deletes) a key, its changelog record into its partition's
-        record batch, which goes to the producer once full or at ``written``.
+        """Writes (``None``: deletes) a key, its changelog record appended to its
+        partition's record batch (``record_batches.py``), handed over at ``written``.
 
         ``table[key] = value`` would queue the record in Faust's producer buffer, which a
         batch of writes fills: Faust's conductor then stops delivering records until the
         buffer drains, one record at a time; and Faust's producer flush, which it also
-        runs before a commit, returns after 0.1 s with records still buffered. A record
-        sent on its own (``producer.send``) cost a future, an accumulator lookup and a
-        metadata wait each, most of a checkpoint's time (issue 21: 442 µs a changelog
-        record through Faust's ``Topic.send``); a record appended to a batch the table
-        builds costs the append, and the batch one acknowledgement. Records of a
-        partition reach the changelog in the order they were put: its batches are handed
-        over in order, and the producer sends one batch of a partition at a time.
+        runs before a commit, returns after 0.1 s with records still buffered. Faust's
+        ``Topic.send`` resolves a callback per record (``_on_changelog_sent``, which writes
+        the partition's offset to RocksDB each time); a batch is acknowledged once.
         """
         if value is None:
             self.data.pop(key, None)
         else:
             self.data[key] = value
-        partition = self.partition_for_key(key)
-        batch = self._open.get(partition)
-        if batch is None:
-            batch = self._open[partition] = self._producer().create_batch()
-        if batch.append(key=key, value=value, timestamp=None) is None:  # full
-            await self._hand_over(partition)
-            batch = self._open[partition] = self._producer().create_batch()
-            batch.append(key=key, value=value, timestamp=None)  # a first record always fits
+        tp = TP(self.changelog_topic.get_topic_name(), self.partition_for_key(key))
+        await self._changelog.append(tp, key, value)
 
     async def written(self) -> None:
-        """Hands over every open record batch and waits until the broker has every
-        changelog record put so far, raising if it refused one; then notes each
-        partition's last offset once, as Faust notes every record's (recovery reads the
-        changelog on from there)."""
-        for partition in list(self._open):
-            await self._hand_over(partition)
-        sent, self._sent = self._sent, []
+        """Waits until the broker has every changelog record put so far, raising if it
+        refused one; then notes each partition's last offset once, as Faust notes every
+        record's (recovery reads the changelog on from there)."""
         last: dict[TP, int] = {}
-        for partition, records, delivery in sent:
-            meta = await delivery
-            tp = TP(meta.topic, partition)
-            last[tp] = max(last.get(tp, -1), meta.offset + records - 1)  # a batch's base offset
+        for delivery in await self._changelog.hand_over_all():
+            last[delivery.tp] = max(last.get(delivery.tp, -1), await delivery.last_offset())
         for tp, offset in last.items():
             self.data.set_persisted_offset(tp, offset)
-
-    async def _hand_over(self, partition: int) -> None:
-        batch = self._open.pop(partition)
-        delivery = await self._producer().send_batch(
-            batch, self.changelog_topic.get_topic_name(), partition=partition
-        )
-        self._sent.append((partition, batch.record_count(), delivery))
-
-    def _producer(self) -> AIOKafkaProducer:
-        """The aiokafka producer under Faust's (its ``_ensure_producer``, pinned)."""
-        return cast(AIOKafkaProducer, self.app.producer._ensure_producer())  # type: ignore[attr-defined]
 
     def partition_for_key(self, key: bytes) -> int:
         count = self.partitions or self.app.conf.topic_partitions
