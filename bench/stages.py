@@ -31,6 +31,7 @@ from stream_app.core.session import SessionState
 from stream_app.models.decision import DecisionPayload
 from stream_app.models.message import LLMMessagePublishedEvent
 from stream_app.pipeline import Pipeline
+from stream_app.replay import record_value
 from stream_app.state import entries
 from stream_app.state.memory import MemorySessions
 
@@ -45,9 +46,7 @@ def source_records(lines: list[dict[str, Any]]) -> list[SourceRecord]:
             0,
             offset,
             None if line["key"] is None else line["key"].encode(),
-            line["value"].encode()
-            if isinstance(line["value"], str)
-            else orjson.dumps(line["value"]),
+            record_value(line["value"]),
         )
         for offset, line in enumerate(lines)
     ]

@@ -59,14 +59,14 @@ class RecordBatches:
         timestamp_ms: int | None = None,
         headers: Sequence[tuple[str, bytes]] | None = None,
     ) -> None:
-        batch = self._open.get(tp)
-        if batch is None:
-            batch = self._open[tp] = self._producer().create_batch()
-        record = {"key": key, "value": value, "timestamp": timestamp_ms, "headers": headers or []}
-        if batch.append(**record) is None:  # full
-            await self._hand_over(tp)
-            batch = self._open[tp] = self._producer().create_batch()
-            batch.append(**record)  # a batch's first record always fits
+        batch = self._open.get(tp) or self._new_batch(tp)
+        while batch.append(key=key, value=value, timestamp=timestamp_ms, headers=headers) is None:
+            await self._hand_over(tp)  # full; a new batch's first record always fits
+            batch = self._new_batch(tp)
+
+    def _new_batch(self, tp: TP) -> BatchBuilder:
+        batch = self._open[tp] = self._producer().create_batch()
+        return batch
 
     async def hand_over_all(self) -> list[Delivery]:
         """Hands every open batch to the producer; the deliveries since the last call."""

@@ -317,7 +317,9 @@ class TableSessions(SessionStore):
         return self.read(session_id)[0]
 
     def seal(self) -> Snapshot:
-        """What the sessions changed since the last seal write, serialized now (E1)."""
+        """What the sessions changed since the last seal write, serialized now (E1): for
+        callers with no event loop to give back (``bench --bounded``, tests); the worker's
+        checkpoints use ``begin_seal`` and ``finish_seal``."""
         snapshot = self.begin_seal()
         while self._sealing:
             self._seal_one(snapshot, next(iter(self._sealing)))
