@@ -176,8 +176,8 @@ def _complete_turn(
         emitted_at=state.stamp(now),
     )
     limit = policy.max_remembered_identities
-    forgot = sum(state.remember(p.identity, limit) for p in pending if p.identity is not None)
-    forgot += state.remember("call:" + call_id, limit)
+    identities = [p.identity for p in pending if p.identity is not None]
+    forgot = state.remember([*identities, "call:" + call_id], limit)
     if forgot:
         out.counts[Count.IDENTITIES_FORGOTTEN] += forgot
 

@@ -16,6 +16,7 @@ it makes or drops (``made``, ``dropped``), so a store writes what changed, not t
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -31,7 +32,7 @@ EntryKind = Literal["m", "d", "t", "i"]
 MESSAGE: EntryKind = "m"  # a pending message
 DECISION: EntryKind = "d"  # a stored decision, waiting or joined to a turn
 TURN: EntryKind = "t"  # an open turn: its ids, instant, revision and decisions
-IDENTITY: EntryKind = "i"  # a remembered message identity
+IDENTITY: EntryKind = "i"  # the message identities a turn made remembered
 
 # The JSON arrays a state is written as (read back as lists: they are unpacked, never
 # compared). A stored decision: the decision, its ``occurred_at`` instant, its origin.
@@ -134,7 +135,19 @@ class EmittedTurn:
         )
 
 
-Entry = PendingMessage | StoredDecision | EmittedTurn | str
+@dataclass(slots=True)
+class RememberedIdentities:
+    """The identities one turn made remembered: one entry, not one per identity, since a
+    changelog record costs the same whatever it holds (issue 21: a record per identity was
+    0.94 of the 2.38 changelog records an input record made). A group the limit forgets
+    the oldest of is replaced by the rest, in its place (``position``)."""
+
+    identities: list[str]
+    entry: int = 0
+    position: int = 0  # its place in remembering order: the entry of its first copy
+
+
+Entry = PendingMessage | StoredDecision | EmittedTurn | RememberedIdentities
 
 
 @dataclass(slots=True)
@@ -145,9 +158,10 @@ class SessionState:
     pending_messages: dict[int, PendingMessage] = field(default_factory=dict)
     turns: dict[str, EmittedTurn] = field(default_factory=dict)  # by inference_call_id
     waiting_decisions: dict[int, StoredDecision] = field(default_factory=dict)  # by entry
-    # Identities of messages emitted in a turn (and "call:<id>" of each turn), oldest first,
-    # each with its entry; past ``max_remembered_identities`` the oldest are forgotten.
-    seen_messages: dict[str, int] = field(default_factory=dict)
+    # Identities of messages emitted in a turn (and "call:<id>" of each turn), a group per
+    # turn by position, oldest first; past ``max_remembered_identities`` the oldest are
+    # forgotten (``remember``).
+    remembered: dict[int, RememberedIdentities] = field(default_factory=dict)
     # Highest offset applied per source "topic:partition". After a crash a worker reads
     # again from its last commit; records at or below these offsets were already applied.
     applied: dict[str, int] = field(default_factory=dict)
@@ -169,6 +183,8 @@ class SessionState:
     )
     # Derived, never stored: the indexes every look-up goes through.
     _reach: dict[str, list[str]] = field(default_factory=dict, compare=False, repr=False)
+    # Every remembered identity, oldest first, with the position of its group.
+    seen_messages: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
     _pending_by_identity: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
     _waiting_by_call: dict[str, dict[int, None]] = field(
         default_factory=dict, compare=False, repr=False
@@ -186,6 +202,8 @@ class SessionState:
             self._index_pending(position, p)
         for d in self.waiting_decisions.values():
             self._waiting_by_call.setdefault(d.call_id, {})[d.entry] = None
+        for position, group in self.remembered.items():
+            self.seen_messages.update(dict.fromkeys(group.identities, position))
 
     @property
     def pending(self) -> list[PendingMessage]:
@@ -258,16 +276,34 @@ class SessionState:
 
     # -- remembered identities -------------------------------------------------------
 
-    def remember(self, identity: str, limit: int) -> int:
-        """Remembers an identity; forgets the oldest past ``limit``: how many it forgot."""
-        if identity in self.seen_messages:
+    def remember(self, identities: Iterable[str], limit: int) -> int:
+        """Remembers a turn's identities, those not remembered yet, as one entry; forgets
+        the oldest past ``limit``, exactly as many as one entry per identity would: how
+        many it forgot. A group partly forgotten becomes a new entry of the rest in the old
+        one's place (E4 of ``state/entries.py``: an entry never changes), so a record
+        rewrites at most one group besides its own."""
+        seen = self.seen_messages
+        new = [i for i in dict.fromkeys(identities) if i not in seen]
+        if not new:
             return 0
-        self.seen_messages[identity] = self._made(IDENTITY, identity)
-        forgot = 0
-        while len(self.seen_messages) > limit:
-            oldest = next(iter(self.seen_messages))
-            self._dropped(IDENTITY, self.seen_messages.pop(oldest), oldest)
-            forgot += 1
+        group = RememberedIdentities(new)
+        group.entry = group.position = self._made(IDENTITY, group)
+        self.remembered[group.position] = group
+        seen.update(dict.fromkeys(new, group.position))
+        excess = forgot = max(0, len(seen) - limit)
+        while excess:
+            position, oldest = next(iter(self.remembered.items()))
+            self._dropped(IDENTITY, oldest.entry, oldest)
+            gone, kept = oldest.identities[:excess], oldest.identities[excess:]
+            for identity in gone:
+                del seen[identity]
+            excess -= len(gone)
+            if kept:
+                rest = RememberedIdentities(kept, position=position)
+                rest.entry = self._made(IDENTITY, rest)
+                self.remembered[position] = rest  # a key kept keeps its place in the order
+            else:
+                del self.remembered[position]
         return forgot
 
     # -- decisions -------------------------------------------------------------------
@@ -347,7 +383,9 @@ class SessionState:
                     for t in self.turns.values()
                 ],
                 "waiting": [[d.entry, d.json()] for d in self.waiting_decisions.values()],
-                "seen_messages": list(self.seen_messages.items()),
+                "remembered": [
+                    [g.entry, g.position, g.identities] for g in self.remembered.values()
+                ],
                 "applied": self.applied,
                 "applied_at": self.applied_at,
                 "next_entry": self.next_entry,
@@ -371,7 +409,10 @@ class SessionState:
             },
             turns=turns,
             waiting_decisions={n: StoredDecision.load(d, n) for n, d in doc["waiting"]},
-            seen_messages=dict(doc["seen_messages"]),
+            remembered={
+                position: RememberedIdentities(identities, entry, position)
+                for entry, position, identities in doc["remembered"]
+            },
             applied=doc["applied"],
             applied_at=doc["applied_at"],
             next_entry=doc["next_entry"],

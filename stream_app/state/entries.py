@@ -1,10 +1,10 @@
 """How a session's state is laid out in its tables, so that a checkpoint writes what changed.
 
 A session is a small **head** in ``sessions`` (keyed by the session id) and its **entries**
-in ``entries``: one record per pending message, stored decision, open turn and remembered
-identity (``core/session.py``), keyed ``[session_id, epoch, kind, n]``. A turn's body is in
-``turn_bodies``, written once. A record's writes are then its own entries and the head,
-whatever else the session holds.
+in ``entries``: one record per pending message, stored decision, open turn and group of
+identities a turn made remembered (``core/session.py``), keyed ``[session_id, epoch, kind,
+n]``. A turn's body is in ``turn_bodies``, written once. A record's writes are then its
+own entries and the head, whatever else the session holds.
 
 The changelogs are topics with no transactions: a worker may stop between any two writes of
 a checkpoint, and the worker that takes over reads again from the last committed offset.
@@ -47,6 +47,7 @@ from stream_app.core.session import (
     Entry,
     EntryKind,
     PendingMessage,
+    RememberedIdentities,
     SessionState,
     StoredDecision,
     load_turn,
@@ -113,8 +114,8 @@ def encode(kind: EntryKind, entry: Entry, generation: int) -> bytes:
         )
     if isinstance(entry, StoredDecision):
         return jsonbytes.dumps([generation, entry.json()])
-    if isinstance(entry, str):
-        return jsonbytes.dumps([generation, entry])
+    if isinstance(entry, RememberedIdentities):
+        return jsonbytes.dumps([generation, entry.position, entry.identities])
     return jsonbytes.dumps([generation, entry.meta()])
 
 
@@ -129,7 +130,7 @@ def records(
         *((DECISION, d.entry, d) for d in state.waiting_decisions.values()),
         *((DECISION, d.entry, d) for t in state.turns.values() for d in t.decisions),
         *((TURN, t.entry, t) for t in state.turns.values()),
-        *((IDENTITY, n, i) for i, n in state.seen_messages.items()),
+        *((IDENTITY, g.entry, g) for g in state.remembered.values()),
     ]
     written = [(entry_key(sid, epoch, k, n), encode(k, e, g)) for k, n, e in made]
     bodies = [(turn_key(sid, t.call_id), jsonbytes.dumps(t.body)) for t in state.turns.values()]
@@ -238,7 +239,7 @@ def decode(
         pending_messages=pending,
         turns=turns,
         waiting_decisions=decisions,
-        seen_messages={v[0]: n for n, v in of(IDENTITY)},
+        remembered=remembered(of(IDENTITY)),
         applied=doc["applied"],
         applied_at=doc["applied_at"],
         next_entry=doc["next_entry"],
@@ -246,3 +247,15 @@ def decode(
     )
     state.written_next = doc["next_entry"]
     return state, epoch, garbage
+
+
+def remembered(found: list[tuple[int, Fields]]) -> dict[int, RememberedIdentities]:
+    """The remembered identities by position, oldest first; an entry of one identity alone
+    (``[generation, identity]``) is the layout before groups, read as a group of one."""
+    groups = [
+        RememberedIdentities([fields[0]], n, n)
+        if len(fields) == 1
+        else RememberedIdentities(fields[1], n, fields[0])
+        for n, fields in found
+    ]
+    return {g.position: g for g in sorted(groups, key=lambda g: g.position)}
