@@ -275,6 +275,14 @@ PINS: tuple[Pin, ...] = (
         ("stream_app.record_batches",),
     ),
     Pin(
+        "aiokafka.producer.message_accumulator.BatchBuilder",
+        "_build",
+        "method",
+        "(self)",
+        "called: a record batch compressed as it is handed over, not in the sender's step",
+        ("stream_app.record_batches",),
+    ),
+    Pin(
         "faust.stores.memory.Store",
         "_key_partition",
         "attribute",

@@ -137,17 +137,21 @@ class TableCollapse:
     async def write_remembered(self, snapshot: Snapshot) -> None:
         """The snapshot's new entries, acknowledged: written before the states they collapse
         copies for, so no state on the changelog lacks them."""
+        pause = Slices()
         for entry, first in snapshot.remembered.items():
             await self.table.put(entry, first.encode())
+            await pause()
         await self.table.written()
 
     async def write_forgotten(self, snapshot: Snapshot) -> None:
         """The entries of the snapshot's expired sessions: after their states are gone."""
+        pause = Slices()
         for session_id in snapshot.forgotten:
             partition = self.table.partition_for_key(collapse_key(session_id, ""))
             for entry in self.table.keys_from(partition, entries.session_prefix(session_id)):
                 if entry not in snapshot.remembered:
                     await self.table.put(entry, None)
+                    await pause()
 
     def settled(self, snapshot: Snapshot) -> None:
         """The snapshot is in the table: its overlay entries are no longer needed."""
@@ -400,12 +404,15 @@ class TableSessions(SessionStore):
         await self.table.written()
         for key in snapshot.after:
             await self.entries.put(key, None)
+            await pause()
         for key in snapshot.dropped_bodies:
             await self.bodies.put(key, None)
+            await pause()
         for session_id, epoch in snapshot.retired:
             partition = self.table.partition_for_key(session_id.encode())
             for key in self.entries.keys_from(partition, entries.epoch_prefix(session_id, epoch)):
                 await self.entries.put(key, None)
+                await pause()
         await self.collapse.write_forgotten(snapshot)
 
     def _fits(self, key: bytes, value: Value | None) -> bytes | None:

@@ -387,3 +387,44 @@ def test_a_garbage_entry_is_left_out_and_deleted_not_the_session(tables: Tables)
     assert read is not None and read.to_json() == state.to_json()
     asyncio.run(store.write(store.seal()))
     assert entries.session_prefix("s1") + b"garbage" not in tables[3].data
+
+
+def test_a_checkpoint_gives_the_event_loop_back_between_any_two_writes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Every loop of the write (entries, bodies, collapse entries, heads, deletions) gives
+    # the loop back once its slice is used up: with slices of nothing, after every write.
+    # The collapse entries and the deletions once went out in one step each: 13-18 ms.
+    import stream_app.state.sessions as module
+    from stream_app.slices import Slices
+
+    monkeypatch.setattr(module, "Slices", lambda: Slices(0.0))
+    tables = fresh_tables()
+    journal = tables[0].journal
+    worker, records = Worker(tables), scenario()
+    worker.run(records, 0, 3)
+    worker.checkpoint()
+    worker.run(records, 3, len(records))  # drops what the first checkpoint wrote
+    snapshot = worker.store.seal()
+    journal.clear()
+
+    async def write() -> None:
+        done = False
+
+        async def other_task() -> None:
+            while not done:
+                journal.append("other task")
+                await asyncio.sleep(0)
+
+        other = asyncio.create_task(other_task())
+        await asyncio.sleep(0)
+        await worker.store.write(snapshot)
+        done = True
+        await other
+
+    asyncio.run(write())
+    sends = [line for line in journal if line.startswith("send")]
+    assert {"send entries", "send decisions", "send turn_bodies", "send sessions"} <= set(sends)
+    assert len([line for line in sends if line == "send entries"]) > 3  # deletions too
+    steps = " ".join(journal).split("other task")
+    assert all(step.count("send") <= 1 for step in steps), steps
