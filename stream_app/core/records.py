@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import base64
 from collections import Counter
-from dataclasses import dataclass, field, replace
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Literal, NamedTuple
 
 import orjson
 
@@ -24,8 +24,12 @@ TopicKind = Literal["messages", "decisions"]
 Outcome = Literal["contributed", "duplicate", "dead_lettered"]
 
 
-@dataclass(frozen=True, slots=True)
-class SourceRecord:
+# The values made for every record are named tuples: as immutable as a frozen dataclass,
+# made in a third of the time (a frozen dataclass sets each field through
+# ``object.__setattr__``: 1.0 against 0.3 µs for eight fields, three such a record).
+
+
+class SourceRecord(NamedTuple):
     """One record as read from an input topic (or one line of a replay file)."""
 
     kind: TopicKind
@@ -43,8 +47,7 @@ class SourceRecord:
 OriginFields = tuple[str, int, int, str | None, str | None, Encoding]
 
 
-@dataclass(frozen=True, slots=True)
-class Origin:
+class Origin(NamedTuple):
     """Where a record came from, with its original bytes as §6 writes them."""
 
     source_topic: str
@@ -67,20 +70,20 @@ class Origin:
         return cls(record.topic, record.partition, record.offset, key, value, encoding)
 
     def fields(self) -> OriginFields:
-        """Its fields in order, as state and ``<id>-sessions`` write an origin."""
+        """Its fields in order, as state and ``<id>-sessions`` write an origin (a plain
+        tuple: orjson writes no subclass of one)."""
         return (self.source_topic, self.partition, self.offset, self.key, self.value, self.encoding)
 
     def with_value(self, value: bytes) -> Origin:
         """The same origin carrying other bytes (a redacted copy of the value)."""
         text = base64.b64encode(value).decode() if self.encoding == "base64" else value.decode()
-        return replace(self, value=text)
+        return self._replace(value=text)
 
 
 Source = tuple[str, int, int]  # (topic, partition, offset) of the record an input came from
 
 
-@dataclass(frozen=True, slots=True)
-class SessionMessage:
+class SessionMessage(NamedTuple):
     """A validated chat message, translated to an InferenceMessage, keyed by its session."""
 
     session_id: str
@@ -98,8 +101,7 @@ class SessionMessage:
         return (self.origin.source_topic, self.origin.partition, self.origin.offset)
 
 
-@dataclass(frozen=True, slots=True)
-class SessionDecision:
+class SessionDecision(NamedTuple):
     """A validated, tenant-bound, redacted decision, keyed by its session."""
 
     session_id: str
