@@ -135,9 +135,14 @@ class EmittedTurn:
         )
 
 
+# The most identities one entry holds: a turn of more is several entries, so a group partly
+# forgotten (``SessionState.remember``) is rewritten at a bounded cost.
+IDENTITY_GROUP = 16
+
+
 @dataclass(slots=True)
 class RememberedIdentities:
-    """The identities one turn made remembered: one entry, not one per identity, since a
+    """The identities one turn made remembered: an entry, not one per identity, since a
     changelog record costs the same whatever it holds (issue 21: a record per identity was
     0.94 of the 2.38 changelog records an input record made). A group the limit forgets
     the oldest of is replaced by the rest, in its place (``position``)."""
@@ -277,19 +282,19 @@ class SessionState:
     # -- remembered identities -------------------------------------------------------
 
     def remember(self, identities: Iterable[str], limit: int) -> int:
-        """Remembers a turn's identities, those not remembered yet, as one entry; forgets
-        the oldest past ``limit``, exactly as many as one entry per identity would: how
-        many it forgot. A group partly forgotten becomes a new entry of the rest in the old
-        one's place (E4 of ``state/entries.py``: an entry never changes), so a record
-        rewrites at most one group besides its own."""
+        """Remembers a turn's identities, those not remembered yet, in entries of at most
+        ``IDENTITY_GROUP``; forgets the oldest past ``limit``, exactly as many as one entry
+        per identity would: how many it forgot. A group partly forgotten becomes a new entry
+        of the rest in the old one's place (E4 of ``state/entries.py``: an entry never
+        changes), so a record rewrites at most one group besides its own, whatever the size
+        of the turns before it."""
         seen = self.seen_messages
         new = [i for i in dict.fromkeys(identities) if i not in seen]
-        if not new:
-            return 0
-        group = RememberedIdentities(new)
-        group.entry = group.position = self._made(IDENTITY, group)
-        self.remembered[group.position] = group
-        seen.update(dict.fromkeys(new, group.position))
+        for start in range(0, len(new), IDENTITY_GROUP):
+            group = RememberedIdentities(new[start : start + IDENTITY_GROUP])
+            group.entry = group.position = self._made(IDENTITY, group)
+            self.remembered[group.position] = group
+            seen.update(dict.fromkeys(group.identities, group.position))
         excess = forgot = max(0, len(seen) - limit)
         while excess:
             position, oldest = next(iter(self.remembered.items()))

@@ -6,7 +6,12 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stream_app.core.session import IDENTITY, RememberedIdentities, SessionState
+from stream_app.core.session import (
+    IDENTITY,
+    IDENTITY_GROUP,
+    RememberedIdentities,
+    SessionState,
+)
 from stream_app.state import entries
 from tests.factories import Run, assistant, decision, message, tool_call
 
@@ -59,7 +64,7 @@ def test_a_turn_remembers_its_identities_in_one_entry() -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(sizes=st.lists(st.integers(0, 5), max_size=12), limit=st.integers(1, 8))
+@given(sizes=st.lists(st.integers(0, 40), max_size=12), limit=st.integers(1, 60))
 def test_groups_forget_exactly_what_one_entry_per_identity_would(
     sizes: list[int], limit: int
 ) -> None:
@@ -80,6 +85,8 @@ def test_groups_forget_exactly_what_one_entry_per_identity_would(
         # What the entries hold is what is remembered, in order, and reads back as it.
         held = [i for group in state.remembered.values() for i in group.identities]
         assert held == list(reference)
+        # A big turn is several entries: forgetting the oldest rewrites a bounded one.
+        assert all(len(group.identities) <= IDENTITY_GROUP for group in state.remembered.values())
         assert SessionState.from_json(state.to_json()).seen_messages == state.seen_messages
         _, items, _ = entries.records(state)
         found = [(orjson.loads(k)[3], orjson.loads(v)[1:]) for k, v in items]
