@@ -4,6 +4,7 @@ producer that notes what it is handed: no broker is needed to see the order and 
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from typing import Any, cast
 
 import pytest
@@ -13,7 +14,7 @@ from faust.types import TP
 
 import stream_app.record_batches as module
 from stream_app.record_batches import RecordBatches
-from stream_app.slices import Slices
+from tests.event_loop import beside_another_task, slices_of_nothing
 
 ZSTD = 4  # aiokafka's codec number
 
@@ -77,25 +78,15 @@ def test_a_batch_is_compressed_before_it_is_handed_to_the_producer() -> None:
 def test_handing_over_gives_the_event_loop_back_between_two_batches(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(module, "Slices", lambda: Slices(0.0))
+    slices_of_nothing(monkeypatch, module)
     producer = Producer()
 
     async def run() -> None:
         records = batches(producer)
         for partition in range(3):
             await records.append(TP("t", partition), b"k", b"v")
-        done = False
-
-        async def other_task() -> None:
-            while not done:
-                producer.log.append("other task")
-                await asyncio.sleep(0)
-
-        other = asyncio.create_task(other_task())
-        await asyncio.sleep(0)
-        await records.hand_over_all()
-        done = True
-        await other
+        note = partial(producer.log.append, "other task")
+        await beside_another_task(records.hand_over_all(), note)
 
     asyncio.run(run())
     steps = " ".join(producer.log).split("other task")

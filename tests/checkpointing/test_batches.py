@@ -19,6 +19,7 @@ from stream_app.checkpointing.batches import (
 )
 from stream_app.checkpointing.consumer import Settlement
 from stream_app.core.records import Outputs
+from tests.event_loop import beside_another_task, slices_of_nothing
 
 
 def test_a_sent_batch_keeps_its_events_and_lets_go_of_what_it_sent() -> None:
@@ -420,9 +421,8 @@ def test_step_4b_gives_the_event_loop_back_between_two_acknowledgements(
     # With slices of nothing, another task runs after every acknowledgement; a failure
     # meanwhile stops them, the batch under way FAILED with what it acknowledged durable.
     import stream_app.checkpointing.batches as module
-    from stream_app.slices import Slices
 
-    monkeypatch.setattr(module, "Slices", lambda: Slices(0.0))
+    slices_of_nothing(monkeypatch, module)
 
     async def main() -> None:
         h = Harness()
@@ -430,15 +430,13 @@ def test_step_4b_gives_the_event_loop_back_between_two_acknowledgements(
         h.acks[0].set_result(None)
         log = h.consumer.calls
 
-        async def other_task() -> None:
-            while len([c for c in log if c[0] == "ack"]) < 2:
+        def note() -> None:
+            if len([c for c in log if c[0] == "ack"]) < 2:
                 log.append(("other task", None))
-                await asyncio.sleep(0)
-            h.checkpoints.fail(RuntimeError("the agent failed"))
+            else:
+                h.checkpoints.fail(RuntimeError("the agent failed"))
 
-        other = asyncio.create_task(other_task())
-        assert await h.checkpoints.checkpoint() == 2
-        await other
+        assert await beside_another_task(h.checkpoints.checkpoint(), note) == 2
         acks = [name for name, _ in log if name != "applied"]
         assert acks[acks.index("ack") :] == ["ack", "other task", "ack"]
         assert batch.status is BatchStatus.FAILED

@@ -29,6 +29,7 @@ from stream_app.checkpointing.consumer import (
     Transport,
 )
 from stream_app.state.recovery import FetchEndTableManager
+from tests.event_loop import beside_another_task, slices_of_nothing
 
 TOPIC = "inputs"
 tp = TP(TOPIC, 0)
@@ -529,25 +530,12 @@ def test_the_drain_loop_gives_the_event_loop_back_between_two_runs_of_a_fetch(
     # Faust makes each record of a fetch a message in the drain loop: a fetch of thousands
     # held the event loop 13-20 ms, with the agent, checkpoints and heartbeats waiting.
     import stream_app.checkpointing.consumer as module
-    from stream_app.slices import Slices
 
-    monkeypatch.setattr(module, "Slices", lambda: Slices(0.0), raising=False)  # all used up
+    slices_of_nothing(monkeypatch, module)
     consumer._next[tp] = 0
     fetches = Fetches(consumer, list(range(3 * RUN_RECORDS)))
-
-    async def main() -> list[int]:
-        seen: list[int] = []  # how many runs were delivered when another task ran
-
-        async def other_task() -> None:
-            while not fetches.should_stop:
-                seen.append(len(fetches.runs))
-                await asyncio.sleep(0)
-
-        other = asyncio.create_task(other_task())
-        await consumer._drain_messages(fetches)  # type: ignore[arg-type]
-        await other
-        return seen
-
-    seen = asyncio.run(main())
+    seen: list[int] = []  # how many runs were delivered when another task ran
+    drained = consumer._drain_messages(fetches)  # type: ignore[arg-type]
+    asyncio.run(beside_another_task(drained, lambda: seen.append(len(fetches.runs))))
     assert len(fetches.runs) == 3
     assert 1 in seen and 2 in seen  # it ran after the first run, and after the second

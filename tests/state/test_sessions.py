@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from contextlib import nullcontext
+from functools import partial
 from typing import Any
 
 import orjson
@@ -15,6 +16,7 @@ from stream_app.core.session import SessionState
 from stream_app.pipeline import Pipeline
 from stream_app.state import entries
 from stream_app.state.sessions import Snapshot, TableSessions
+from tests.event_loop import beside_another_task, slices_of_nothing
 from tests.factories import ORG, assistant, decision, message, tool_call
 
 
@@ -396,9 +398,8 @@ def test_a_checkpoint_gives_the_event_loop_back_between_any_two_writes(
     # the loop back once its slice is used up: with slices of nothing, after every write.
     # The collapse entries and the deletions once went out in one step each: 13-18 ms.
     import stream_app.state.sessions as module
-    from stream_app.slices import Slices
 
-    monkeypatch.setattr(module, "Slices", lambda: Slices(0.0))
+    slices_of_nothing(monkeypatch, module)
     tables = fresh_tables()
     journal = tables[0].journal
     worker, records = Worker(tables), scenario()
@@ -407,22 +408,8 @@ def test_a_checkpoint_gives_the_event_loop_back_between_any_two_writes(
     worker.run(records, 3, len(records))  # drops what the first checkpoint wrote
     snapshot = worker.store.seal()
     journal.clear()
-
-    async def write() -> None:
-        done = False
-
-        async def other_task() -> None:
-            while not done:
-                journal.append("other task")
-                await asyncio.sleep(0)
-
-        other = asyncio.create_task(other_task())
-        await asyncio.sleep(0)
-        await worker.store.write(snapshot)
-        done = True
-        await other
-
-    asyncio.run(write())
+    note = partial(journal.append, "other task")
+    asyncio.run(beside_another_task(worker.store.write(snapshot), note))
     sends = [line for line in journal if line.startswith("send")]
     assert {"send entries", "send decisions", "send turn_bodies", "send sessions"} <= set(sends)
     assert len([line for line in sends if line == "send entries"]) > 3  # deletions too
@@ -436,10 +423,9 @@ def test_past_the_live_limit_written_states_are_let_go_a_slice_at_a_time(
     # Freeing a thousand decoded states at once held the event loop 14-37 ms: they go
     # with the loop given back between two, and only those written (the rest are needed).
     import stream_app.state.sessions as module
-    from stream_app.slices import Slices
 
     monkeypatch.setattr(module, "LIVE_SESSIONS", 2)
-    monkeypatch.setattr(module, "Slices", lambda: Slices(0.0))
+    slices_of_nothing(monkeypatch, module)
     store = store_of(tables)
     for i in range(5):
         store.put(SessionState(f"s{i}", 0.0))
@@ -447,22 +433,7 @@ def test_past_the_live_limit_written_states_are_let_go_a_slice_at_a_time(
     store.settled(snapshot)
     store.put(SessionState("s5", 0.0))  # changed, not yet written
     ran: list[int] = []
-
-    async def evict() -> None:
-        done = False
-
-        async def other_task() -> None:
-            while not done:
-                ran.append(len(store._live))
-                await asyncio.sleep(0)
-
-        other = asyncio.create_task(other_task())
-        await asyncio.sleep(0)
-        await store.evict()
-        done = True
-        await other
-
-    asyncio.run(evict())
+    asyncio.run(beside_another_task(store.evict(), lambda: ran.append(len(store._live))))
     assert list(store._live) == ["s4", "s5"]  # the longest held went; s5 stays unwritten
     assert ran[:5] == [6, 5, 4, 3, 2]  # another task ran after each one let go
     assert store.get("s0") is not None  # read back from the tables
