@@ -456,9 +456,10 @@ class TableSessions(SessionStore):
             self._drop(session_id)
 
     async def evict(self) -> None:
-        """Drops the decoded states past ``LIVE_SESSIONS`` that are written, the longest
-        held first, giving the loop back every slice (``slices.py``): freeing a thousand
-        decoded states, their turns and bodies, held it 14-37 ms."""
+        """Drops the decoded states past ``LIVE_SESSIONS`` that are written, the least
+        recently used first (``get`` moves a session to the end), giving the loop back
+        every slice (``slices.py``): freeing a thousand decoded states, their turns and
+        bodies, held it 14-37 ms."""
         pause = Slices()
         for session_id in list(self._live):
             if len(self._live) <= LIVE_SESSIONS:

@@ -434,6 +434,6 @@ def test_past_the_live_limit_written_states_are_let_go_a_slice_at_a_time(
     store.put(SessionState("s5", 0.0))  # changed, not yet written
     ran: list[int] = []
     asyncio.run(beside_another_task(store.evict(), lambda: ran.append(len(store._live))))
-    assert list(store._live) == ["s4", "s5"]  # the longest held went; s5 stays unwritten
+    assert list(store._live) == ["s4", "s5"]  # the least recently used went; s5 unwritten
     assert ran[:5] == [6, 5, 4, 3, 2]  # another task ran after each one let go
     assert store.get("s0") is not None  # read back from the tables
