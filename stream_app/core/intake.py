@@ -7,21 +7,26 @@ that was wrong; the state-bearing half of the pipeline never sees bad input.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import cast
 
+import msgspec
 import orjson
 from pydantic import ValidationError
 
-from stream_app.core import jsonbytes
+from stream_app.core import jsonbytes, wire
 from stream_app.core.collapse import codex_sibling, natural_key
 from stream_app.core.counts import Count
 from stream_app.core.dead_letter import rejected
 from stream_app.core.limits import (
+    INT64_MAX,
+    INT64_MIN,
     LimitExceeded,
     check_depth,
     check_id,
     check_instant,
     check_int64,
+    in_range,
     too_deep,
 )
 from stream_app.core.policy import Policy
@@ -36,6 +41,7 @@ from stream_app.core.records import (
 from stream_app.core.redaction import redact
 from stream_app.core.tenant import normalize_org
 from stream_app.core.translate import (
+    MessageFields,
     identity,
     inference_call_id,
     inference_message,
@@ -44,7 +50,8 @@ from stream_app.core.translate import (
 from stream_app.models.dead_letter import Reason
 from stream_app.models.decision import DecisionDict, DecisionPayload
 from stream_app.models.json_types import Json, JsonObject
-from stream_app.models.message import LLMMessagePublishedEvent
+from stream_app.models.message import LLMMessagePublishedEvent, Role, role_of, sequence_of
+from stream_app.models.timestamps import is_datetime
 
 
 class _Rejected(Exception):
@@ -62,7 +69,7 @@ def _describe(exc: ValidationError) -> str:
     return f"{where}: {first['msg']}{more}"
 
 
-def _parse(record: SourceRecord, policy: Policy) -> Json:
+def _value(record: SourceRecord, policy: Policy) -> bytes:
     if record.value is None:
         raise _Rejected(Reason.INVALID_JSON, "record has no value (a tombstone)")
     if len(record.value) > policy.max_record_bytes:
@@ -70,13 +77,17 @@ def _parse(record: SourceRecord, policy: Policy) -> Json:
             Reason.TOO_LARGE,
             f"value is {len(record.value)} bytes, over the {policy.max_record_bytes}-byte limit",
         )
+    return record.value
+
+
+def _parse(value: bytes) -> Json:
     try:
-        doc: Json = orjson.loads(record.value)
+        doc: Json = orjson.loads(value)
     except orjson.JSONDecodeError as exc:
         if "depth limit" in str(exc):  # orjson's own, at 1024 levels
             raise too_deep("(record)") from None
         raise _Rejected(Reason.INVALID_JSON, f"value is not JSON: {exc}") from None
-    check_depth(doc, record.value)
+    check_depth(doc, value)
     return doc
 
 
@@ -96,9 +107,78 @@ def _message(
     _check_event(event)
     _bind_tenant(event.orgId, "orgId", policy)
     message = event.message
-    session = event.conversationId
-    completes = message.role == "assistant" and bool(message.finishReason)
-    translated = inference_message(message, counts, redact_content=policy.redact_content)
+    return _session_message(
+        event.conversationId,
+        message,
+        message.role,
+        message.sequence,
+        lambda: fields,
+        record,
+        counts,
+        policy,
+    )
+
+
+def _fast_message(
+    value: bytes, record: SourceRecord, counts: Counter[Count], policy: Policy
+) -> SessionMessage | None:
+    """The message, when the Struct takes it and every rule the models keep in Python
+    holds (``core/wire.py``); None leaves the record to ``_message``, which decides it as
+    it always has. Nothing is counted before the last None."""
+    if not wire.plain(value):
+        return None
+    try:
+        event = wire.EVENTS.decode(value)
+    except msgspec.MsgspecError:
+        return None
+    message = event.message
+    role = role_of(message.role)
+    if role is None:
+        return None
+    try:
+        sequence = sequence_of(message.sequence)
+    except ValueError:
+        return None
+    if sequence is not None and not INT64_MIN <= sequence <= INT64_MAX:
+        return None
+    content, calls = message.content, message.toolCalls
+    if not content and not calls:
+        return None
+    for part in content or ():
+        if (part.text is not None) + (part.reasoning is not None) + (
+            part.toolResult is not None
+        ) > 1:
+            return None
+    if event.publishedAt is not None and not is_datetime(event.publishedAt):
+        return None
+    if event.orgId is not None and normalize_org(event.orgId) != policy.org_id:
+        return None
+    return _session_message(
+        event.conversationId,
+        message,
+        role,
+        sequence,
+        lambda: cast(JsonObject, orjson.loads(value)),
+        record,
+        counts,
+        policy,
+    )
+
+
+def _session_message(
+    session: str,
+    message: MessageFields,
+    role: Role,
+    sequence: int | None,
+    fields: Callable[[], JsonObject],
+    record: SourceRecord,
+    counts: Counter[Count],
+    policy: Policy,
+) -> SessionMessage:
+    """A checked message as the core keeps it; ``fields``: the event as it came, asked for
+    only when needed (a message with no id, redacted content)."""
+    message_id = message.messageId
+    translated = inference_message(message, role, counts, redact_content=policy.redact_content)
     size = len(orjson.dumps(translated))
     if size > policy.max_record_bytes:  # a message's tool calls can expand ~2.7 times
         raise _Rejected(
@@ -106,17 +186,20 @@ def _message(
             f"message: is {size} bytes once translated to an InferenceMessage, over the "
             f"{policy.max_record_bytes}-byte limit",
         )
+    completes = role == "assistant" and bool(message.finishReason)
     return SessionMessage(
         session_id=session,
-        identity=identity(message),
-        sequence=message.sequence,
+        identity=identity(message_id, sequence),
+        sequence=sequence,
         message=translated,
-        inference_call_id=inference_call_id(session, message, fields["message"])
+        inference_call_id=inference_call_id(
+            session, message_id, sequence, lambda: fields()["message"]
+        )
         if completes
         else None,
         size=size,
         # A later dead letter carries the record: with content redacted, redacted too.
-        origin=Origin.of(record).with_value(jsonbytes.dumps(redacted_event(fields, translated)))
+        origin=Origin.of(record).with_value(jsonbytes.dumps(redacted_event(fields(), translated)))
         if policy.redact_content
         else Origin.of(record),
         timestamp=record.timestamp,
@@ -150,6 +233,42 @@ def _decision(doc: Json, record: SourceRecord, policy: Policy) -> SessionDecisio
     _check_decision(payload)
     _bind_tenant(payload.org_id, "org_id", policy)
     fields = cast(JsonObject, doc)  # the model took it: an object
+    return _session_decision(payload, payload.observation_delay_ms, fields, record, policy)
+
+
+def _fast_decision(value: bytes, record: SourceRecord, policy: Policy) -> SessionDecision | None:
+    """The decision, when the Struct takes it and the rules the models keep in Python hold
+    (``core/wire.py``); None leaves the record to ``_decision``."""
+    if not wire.plain(value):
+        return None
+    try:
+        doc = orjson.loads(value)
+        payload = msgspec.convert(doc, wire.DecisionStruct)
+    except (orjson.JSONDecodeError, msgspec.MsgspecError):
+        return None
+    delay = payload.observation_delay_ms
+    if isinstance(delay, float):
+        if not delay.is_integer() or delay < 0:
+            return None
+        delay = int(delay)
+    if delay is not None and delay > INT64_MAX:
+        return None
+    occurred, captured = payload.occurred_at, payload.captured_at
+    if not in_range(occurred) or (captured is not None and not in_range(captured)):
+        return None
+    if payload.org_id is not None and normalize_org(payload.org_id) != policy.org_id:
+        return None
+    return _session_decision(payload, delay, doc, record, policy)
+
+
+def _session_decision(
+    payload: DecisionPayload | wire.DecisionStruct,
+    delay: int | None,
+    fields: JsonObject,
+    record: SourceRecord,
+    policy: Policy,
+) -> SessionDecision:
+    """A checked decision as the core keeps it: bound to the tenant, ``raw`` redacted."""
     raw = redact(fields["raw"])
     decision: DecisionDict = {
         "decision_id": payload.decision_id,
@@ -164,7 +283,7 @@ def _decision(doc: Json, record: SourceRecord, policy: Policy) -> SessionDecisio
         "commit_sha": payload.commit_sha,
         "call_id": payload.call_id,
         "edit_retention_score": payload.edit_retention_score,
-        "observation_delay_ms": payload.observation_delay_ms,
+        "observation_delay_ms": delay,
         "occurred_at": payload.occurred_at,
         "captured_at": payload.captured_at,
         "raw": raw,
@@ -185,12 +304,13 @@ def decode(record: SourceRecord, policy: Policy, now: float) -> tuple[SessionInp
     """A session input, or ``None`` and the dead letter that took the record's place."""
     out = Outputs()
     try:
-        doc = _parse(record, policy)
+        value = _value(record, policy)
         item: SessionInput
         if record.kind == "messages":
-            item = _message(doc, record, out.counts, policy)
+            fast = _fast_message(value, record, out.counts, policy)
+            item = fast or _message(_parse(value), record, out.counts, policy)
         else:
-            item = _decision(doc, record, policy)
+            item = _fast_decision(value, record, policy) or _decision(_parse(value), record, policy)
         # A valid value under a key too long to keep (what is wrong with a value comes first).
         if record.key is not None and len(record.key) > policy.max_key_bytes:
             raise _Rejected(

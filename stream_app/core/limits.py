@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from stream_app.models.json_types import Json
-from stream_app.models.timestamps import instant_ns
+from stream_app.models.timestamps import instant_ns, is_datetime
 
 MAX_DEPTH = 64
 MAX_ID_CHARS = 1024
@@ -75,6 +75,11 @@ def check_instant(value: str | None, field: str) -> None:
             field,
             f"{value[:40]!r} is outside the accepted range [{EARLIEST_INSTANT}, {LATEST_INSTANT})",
         )
+
+
+def in_range(value: str) -> bool:
+    """Whether ``value`` is a date-time (RFC 3339) within the accepted instants."""
+    return is_datetime(value) and _EARLIEST_NS <= instant_ns(value) < _LATEST_NS
 
 
 def _depth_exceeds(value: Container, limit: int) -> bool:

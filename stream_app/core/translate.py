@@ -1,10 +1,16 @@
-"""Message → InferenceMessage (SPEC §2), and the inference call id of a completing message."""
+"""Message → InferenceMessage (SPEC §2), and the inference call id of a completing message.
+
+A message arrives as the pydantic model or as intake's msgspec Struct (``core/wire.py``):
+both have the fields read here, under the same names (the protocols below), so one
+translation serves both.
+"""
 
 from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from typing import cast
+from collections.abc import Callable, Sequence
+from typing import Protocol, cast
 
 import orjson
 
@@ -12,11 +18,49 @@ from stream_app.core.counts import Count
 from stream_app.core.limits import check_depth, too_deep
 from stream_app.core.redaction import redact, redact_text
 from stream_app.models.json_types import Json, JsonObject
-from stream_app.models.message import Message, ToolCall
+from stream_app.models.message import Role
 from stream_app.models.turn import InferenceMessageDict, PartDict
 
 
-def _arguments(call: ToolCall, field: str, counts: Counter[Count]) -> JsonObject:
+class ToolResultFields(Protocol):
+    @property
+    def toolCallId(self) -> str: ...
+    @property
+    def result(self) -> Json: ...
+
+
+class PartFields(Protocol):
+    @property
+    def text(self) -> str | None: ...
+    @property
+    def reasoning(self) -> str | None: ...
+    @property
+    def toolResult(self) -> ToolResultFields | None: ...
+
+
+class ToolCallFields(Protocol):
+    @property
+    def id(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def arguments(self) -> str | dict[str, Json] | None: ...
+
+
+class MessageFields(Protocol):
+    """What translation reads of a message (its role is passed mapped)."""
+
+    @property
+    def content(self) -> Sequence[PartFields] | None: ...
+    @property
+    def toolCalls(self) -> Sequence[ToolCallFields] | None: ...
+    @property
+    def finishReason(self) -> str | None: ...
+    @property
+    def messageId(self) -> str | None: ...
+
+
+def _arguments(call: ToolCallFields, field: str, counts: Counter[Count]) -> JsonObject:
     args = call.arguments
     if args is None or isinstance(args, dict):
         return args or {}  # an object came with the record, whose depth is checked
@@ -34,7 +78,7 @@ def _arguments(call: ToolCall, field: str, counts: Counter[Count]) -> JsonObject
 
 
 def inference_message(
-    message: Message, counts: Counter[Count], *, redact_content: bool = False
+    message: MessageFields, role: Role, counts: Counter[Count], *, redact_content: bool = False
 ) -> InferenceMessageDict:
     """The contract form; content parts in order, then tool calls in order.
 
@@ -67,7 +111,7 @@ def inference_message(
         )
     if redact_content:
         parts = [_redacted(part) for part in parts]
-    return {"role": message.role, "parts": parts, "finish_reason": message.finishReason or None}
+    return {"role": role, "parts": parts, "finish_reason": message.finishReason or None}
 
 
 def _redacted(part: PartDict) -> PartDict:
@@ -108,19 +152,22 @@ def redacted_event(doc: JsonObject, translated: InferenceMessageDict) -> JsonObj
     return {**doc, "message": message}
 
 
-def identity(message: Message) -> str | None:
+def identity(message_id: str | None, sequence: int | None) -> str | None:
     """A message is the same message again when its messageId, else its sequence, repeats."""
-    if message.messageId:
-        return "id:" + message.messageId
-    if message.sequence is not None:
-        return f"seq:{message.sequence}"
+    if message_id:
+        return "id:" + message_id
+    if sequence is not None:
+        return f"seq:{sequence}"
     return None
 
 
-def inference_call_id(session_id: str, message: Message, raw_message: Json) -> str:
-    if message.messageId:
-        return message.messageId
-    if message.sequence is not None:
-        return f"{session_id}:seq:{message.sequence}"
-    canonical = orjson.dumps(raw_message, option=orjson.OPT_SORT_KEYS)
+def inference_call_id(
+    session_id: str, message_id: str | None, sequence: int | None, raw_message: Callable[[], Json]
+) -> str:
+    """``raw_message``: the message as it came, asked for only when it has no id."""
+    if message_id:
+        return message_id
+    if sequence is not None:
+        return f"{session_id}:seq:{sequence}"
+    canonical = orjson.dumps(raw_message(), option=orjson.OPT_SORT_KEYS)
     return f"{session_id}:sha256:{hashlib.sha256(canonical).hexdigest()[:16]}"

@@ -29,15 +29,24 @@ _ROLES: dict[str | int, Role] = {
 _SEQUENCE = re.compile(r"^-?\d+$")
 
 
-def _role(value: object) -> Role:
+def role_of(value: object) -> Role | None:
+    """The role ``value`` names (a name, or 0-3 also as an integral float); None if none."""
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    if isinstance(value, bool) or not isinstance(value, str | int) or value not in _ROLES:
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        return None
+    return _ROLES.get(value)
+
+
+def _role(value: object) -> Role:
+    role = role_of(value)
+    if role is None:
         raise ValueError("must be one of ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT, ROLE_TOOL or 0-3")
-    return _ROLES[value]
+    return role
 
 
-def _sequence(value: object) -> int | None:
+def sequence_of(value: object) -> int | None:
+    """A ``sequence`` as the integer it spells; raises ValueError when it spells none."""
     if value is None:
         return None
     if isinstance(value, float) and value.is_integer():
@@ -85,7 +94,7 @@ class Message(_Input):
     content: list[ContentPart] | None = None
     toolCalls: list[ToolCall] | None = None
     messageId: str | None = None
-    sequence: Annotated[int | None, BeforeValidator(_sequence)] = None
+    sequence: Annotated[int | None, BeforeValidator(sequence_of)] = None
     finishReason: str | None = None
 
     @model_validator(mode="after")
@@ -103,4 +112,11 @@ class LLMMessagePublishedEvent(_Input):
     message: Message
 
 
-__all__ = ["ContentPart", "LLMMessagePublishedEvent", "Message", "ToolCall"]
+__all__ = [
+    "ContentPart",
+    "LLMMessagePublishedEvent",
+    "Message",
+    "ToolCall",
+    "role_of",
+    "sequence_of",
+]

@@ -39,6 +39,10 @@ def _days_in(year: int, month: int) -> int:
     return _DAYS[month]
 
 
+def is_datetime(value: str) -> bool:
+    return _match(value) is not None
+
+
 def check_datetime(value: str) -> str:
     """Pydantic after-validator: the value stays as written, only its form is checked."""
     if _match(value) is None:

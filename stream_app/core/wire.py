@@ -1,0 +1,96 @@
+"""The two inputs as msgspec Structs: intake's fast path, parsed and checked in one pass in C.
+
+The pydantic models (``models/message.py``, ``models/decision.py``) are the contract: they
+decide every record these Structs do not take, and word its dead letter. A Struct takes a
+record only when the models would take it as it is, with the same values, so the fast path
+never changes what a record becomes, only how fast (``tests/core/test_wire.py`` holds them
+to that, on generated records):
+
+- msgspec decodes JSON as orjson does, but for integers past 64 bits (orjson makes them
+  floats) and nesting (orjson stops at 1,024 levels, msgspec at Python's recursion limit):
+  a value whose text could hold either (``plain``) is left to the models;
+- the few rules the models keep in Python (a role spelled as a number, ``sequence``, a
+  content part's one kind, a message's one entry, RFC 3339 date-times) are checked after
+  the Struct by ``core/intake.py``, which leaves any record failing one to the models.
+
+Field types mirror the models: a union lists what the models' before-validators take,
+unknown fields are ignored on messages and refused on decisions, and ids carry the
+1,024-character limit of ``core/limits.py`` (past it the models word the dead letter).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from stream_app.core.limits import MAX_DEPTH, MAX_ID_CHARS
+
+Id = Annotated[str, msgspec.Meta(max_length=MAX_ID_CHARS)]
+
+# An integer of 19 digits or more may lie past signed 64 bits, where orjson and msgspec
+# read it differently (a float, a Python int).
+_LONG_DIGITS = re.compile(rb"\d{19}")
+
+
+def plain(text: bytes) -> bool:
+    """Whether msgspec reads ``text`` as orjson does and no nesting limit can be near: at
+    most ``MAX_DEPTH`` brackets and no run of 19 digits."""
+    return text.count(b"{") + text.count(b"[") <= MAX_DEPTH and _LONG_DIGITS.search(text) is None
+
+
+class ToolResultStruct(msgspec.Struct, frozen=True):
+    toolCallId: Id
+    result: Any
+
+
+class ContentPartStruct(msgspec.Struct, frozen=True):
+    text: str | None = None
+    reasoning: str | None = None
+    toolResult: ToolResultStruct | None = None
+
+
+class ToolCallStruct(msgspec.Struct, frozen=True):
+    id: Id
+    name: str
+    arguments: str | dict[str, Any] | None = None
+
+
+class MessageStruct(msgspec.Struct, frozen=True):
+    role: str | int | float
+    content: list[ContentPartStruct] | None = None
+    toolCalls: list[ToolCallStruct] | None = None
+    messageId: Id | None = None
+    sequence: str | int | float | None = None
+    finishReason: str | None = None
+
+
+class EventStruct(msgspec.Struct, frozen=True):
+    conversationId: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_ID_CHARS)]
+    message: MessageStruct
+    eventId: Id | None = None
+    orgId: str | None = None
+    publishedAt: str | None = None
+
+
+class DecisionStruct(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    decision_id: Id
+    session_id: Id
+    user_id: str | None
+    agent_harness: Literal["claude-code", "copilot", "codex", "pi"]
+    file_path: str
+    accepted: bool
+    explicit: bool
+    interaction_mode: Literal["agent", "inline"]
+    commit_sha: str | None
+    call_id: Id | None
+    edit_retention_score: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)] | None
+    observation_delay_ms: Annotated[int, msgspec.Meta(ge=0)] | float | None
+    occurred_at: str
+    raw: dict[str, Any]
+    org_id: str | None = None
+    captured_at: str | None = None
+
+
+EVENTS = msgspec.json.Decoder(EventStruct)
