@@ -120,16 +120,14 @@ def _message(
 
 
 def _fast_message(
-    value: bytes, record: SourceRecord, counts: Counter[Count], policy: Policy
+    doc: Json, record: SourceRecord, counts: Counter[Count], policy: Policy
 ) -> SessionMessage | None:
-    """The message, when the Struct takes it and every rule the models keep in Python
-    holds (``core/wire.py``); None leaves the record to ``_message``, which decides it as
-    it always has. Nothing is counted before the last None."""
-    if not wire.plain(value):
-        return None
+    """The message, when the Struct takes the document and every rule the models keep in
+    Python holds (``core/wire.py``); None leaves it to ``_message``, which decides it as it
+    always has. Nothing is counted before the last None."""
     try:
-        event = wire.EVENTS.decode(value)
-    except msgspec.MsgspecError:
+        event = msgspec.convert(doc, wire.EventStruct)
+    except msgspec.ValidationError:
         return None
     message = event.message
     role = role_of(message.role)
@@ -153,15 +151,9 @@ def _fast_message(
         return None
     if event.orgId is not None and normalize_org(event.orgId) != policy.org_id:
         return None
+    fields = cast(JsonObject, doc)  # the Struct took it: an object
     return _session_message(
-        event.conversationId,
-        message,
-        role,
-        sequence,
-        lambda: cast(JsonObject, orjson.loads(value)),
-        record,
-        counts,
-        policy,
+        event.conversationId, message, role, sequence, lambda: fields, record, counts, policy
     )
 
 
@@ -236,15 +228,12 @@ def _decision(doc: Json, record: SourceRecord, policy: Policy) -> SessionDecisio
     return _session_decision(payload, payload.observation_delay_ms, fields, record, policy)
 
 
-def _fast_decision(value: bytes, record: SourceRecord, policy: Policy) -> SessionDecision | None:
-    """The decision, when the Struct takes it and the rules the models keep in Python hold
-    (``core/wire.py``); None leaves the record to ``_decision``."""
-    if not wire.plain(value):
-        return None
+def _fast_decision(doc: Json, record: SourceRecord, policy: Policy) -> SessionDecision | None:
+    """The decision, when the Struct takes the document and the rules the models keep in
+    Python hold (``core/wire.py``); None leaves it to ``_decision``."""
     try:
-        doc = orjson.loads(value)
         payload = msgspec.convert(doc, wire.DecisionStruct)
-    except (orjson.JSONDecodeError, msgspec.MsgspecError):
+    except msgspec.ValidationError:
         return None
     delay = payload.observation_delay_ms
     if isinstance(delay, float):
@@ -258,7 +247,7 @@ def _fast_decision(value: bytes, record: SourceRecord, policy: Policy) -> Sessio
         return None
     if payload.org_id is not None and normalize_org(payload.org_id) != policy.org_id:
         return None
-    return _session_decision(payload, delay, doc, record, policy)
+    return _session_decision(payload, delay, cast(JsonObject, doc), record, policy)
 
 
 def _session_decision(
@@ -304,13 +293,13 @@ def decode(record: SourceRecord, policy: Policy, now: float) -> tuple[SessionInp
     """A session input, or ``None`` and the dead letter that took the record's place."""
     out = Outputs()
     try:
-        value = _value(record, policy)
+        doc = _parse(_value(record, policy))
         item: SessionInput
         if record.kind == "messages":
-            fast = _fast_message(value, record, out.counts, policy)
-            item = fast or _message(_parse(value), record, out.counts, policy)
+            fast = _fast_message(doc, record, out.counts, policy)
+            item = fast or _message(doc, record, out.counts, policy)
         else:
-            item = _fast_decision(value, record, policy) or _decision(_parse(value), record, policy)
+            item = _fast_decision(doc, record, policy) or _decision(doc, record, policy)
         # A valid value under a key too long to keep (what is wrong with a value comes first).
         if record.key is not None and len(record.key) > policy.max_key_bytes:
             raise _Rejected(

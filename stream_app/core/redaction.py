@@ -33,6 +33,7 @@ substring or one small regex) so that they pay for a few ``in`` tests, not for t
 from __future__ import annotations
 
 import binascii
+import functools
 import itertools
 import re
 from collections.abc import Callable, Iterable
@@ -40,6 +41,12 @@ from typing import Any, NamedTuple
 from urllib.parse import quote, unquote
 
 REDACTED = "[REDACTED]"
+
+# Short texts are redacted once and remembered: names and values repeat from record to
+# record (keys of ``raw``, hook names, paths), and every rule is a pure function of the
+# text. At most this many of at most this many characters: a few MiB.
+_REMEMBERED = 8192
+_REMEMBERED_CHARS = 256
 
 # -- shape: the whole token goes ---------------------------------------------------------
 
@@ -544,8 +551,10 @@ _KEY_FILE = re.compile(r"(?:^|[^a-z0-9])[\w-]*(?:\.key|key\.pem)$")
 _ORDINARY, _SECRET, _TOKENISH, _MATERIAL = 0, 1, 2, 3
 
 
+@functools.lru_cache(maxsize=_REMEMBERED)
 def _kind(name: str) -> int:
-    """Whether a name is a secret's, or a name that may also count model tokens."""
+    """Whether a name is a secret's, or a name that may also count model tokens (names
+    repeat: remembered)."""
     lower = name.lower()
     if _STEM.search(lower) is None:
         return _ORDINARY
@@ -759,6 +768,17 @@ _PROSE_NEEDLES = (
 
 def redact_text(text: str) -> str:
     """``text`` with its credentials replaced by ``[REDACTED]``."""
+    if len(text) <= _REMEMBERED_CHARS:
+        return _redact_short(text)
+    return _redact_text(text)
+
+
+@functools.lru_cache(maxsize=_REMEMBERED)
+def _redact_short(text: str) -> str:
+    return _redact_text(text)
+
+
+def _redact_text(text: str) -> str:
     if len(text) >= 16 and (first := _first_shape(text)) is not None:
         text = _shapes(text, first)
     if _HINT.search(text) is None:

@@ -1,17 +1,13 @@
-"""The two inputs as msgspec Structs: intake's fast path, parsed and checked in one pass in C.
+"""The two inputs as msgspec Structs: intake's fast path, checked in one pass in C.
 
 The pydantic models (``models/message.py``, ``models/decision.py``) are the contract: they
-decide every record these Structs do not take, and word its dead letter. A Struct takes a
-record only when the models would take it as it is, with the same values, so the fast path
-never changes what a record becomes, only how fast (``tests/core/test_wire.py`` holds them
-to that, on generated records):
-
-- msgspec decodes JSON as orjson does, but for integers past 64 bits (orjson makes them
-  floats) and nesting (orjson stops at 1,024 levels, msgspec at Python's recursion limit):
-  a value whose text could hold either (``plain``) is left to the models;
-- the few rules the models keep in Python (a role spelled as a number, ``sequence``, a
-  content part's one kind, a message's one entry, RFC 3339 date-times) are checked after
-  the Struct by ``core/intake.py``, which leaves any record failing one to the models.
+decide every record these Structs do not take, and word its dead letter. Both check the same
+document, as orjson parsed it (``core/intake._parse``), and a Struct takes a document only
+when the models would take it with the same values; the few rules the models keep in Python
+(a role spelled as a number, ``sequence``, a content part's one kind, a message's one entry,
+RFC 3339 date-times, the tenant) are checked after the Struct by ``core/intake.py``, which
+leaves any document failing one to the models. So the fast path never changes what a record
+becomes, only how fast (``tests/core/test_wire.py`` holds it to that on generated records).
 
 Field types mirror the models: a union lists what the models' before-validators take,
 unknown fields are ignored on messages and refused on decisions, and ids carry the
@@ -20,24 +16,13 @@ unknown fields are ignored on messages and refused on decisions, and ids carry t
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 import msgspec
 
-from stream_app.core.limits import MAX_DEPTH, MAX_ID_CHARS
+from stream_app.core.limits import MAX_ID_CHARS
 
 Id = Annotated[str, msgspec.Meta(max_length=MAX_ID_CHARS)]
-
-# An integer of 19 digits or more may lie past signed 64 bits, where orjson and msgspec
-# read it differently (a float, a Python int).
-_LONG_DIGITS = re.compile(rb"\d{19}")
-
-
-def plain(text: bytes) -> bool:
-    """Whether msgspec reads ``text`` as orjson does and no nesting limit can be near: at
-    most ``MAX_DEPTH`` brackets and no run of 19 digits."""
-    return text.count(b"{") + text.count(b"[") <= MAX_DEPTH and _LONG_DIGITS.search(text) is None
 
 
 class ToolResultStruct(msgspec.Struct, frozen=True):
@@ -91,6 +76,3 @@ class DecisionStruct(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     raw: dict[str, Any]
     org_id: str | None = None
     captured_at: str | None = None
-
-
-EVENTS = msgspec.json.Decoder(EventStruct)

@@ -53,8 +53,8 @@ def sequence_of(value: object) -> int | None:
         return int(value)
     if isinstance(value, int) and not isinstance(value, bool):
         return value
-    if isinstance(value, str) and _SEQUENCE.search(value):
-        return int(value)
+    if isinstance(value, str) and (value.isdecimal() or _SEQUENCE.search(value)):
+        return int(value)  # isdecimal: what \d matches, without the regex
     raise ValueError(r"must be an integer or a string matching ^-?\d+$")
 
 

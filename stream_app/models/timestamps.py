@@ -50,8 +50,11 @@ def check_datetime(value: str) -> str:
     return value
 
 
+@functools.lru_cache(maxsize=4096)
 def instant_ns(value: str) -> int:
-    """Nanoseconds since the epoch (UTC) of a valid date-time, for equality and ordering."""
+    """Nanoseconds since the epoch (UTC) of a valid date-time, for equality and ordering
+    (remembered: a decision's instant is asked for by its limits, its natural keys and its
+    order in a turn)."""
     m = _match(value)
     if m is None:
         raise ValueError(f"not an RFC 3339 date-time: {value!r}")
