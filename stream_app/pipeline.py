@@ -11,6 +11,7 @@ from stream_app.core.expiry import expire
 from stream_app.core.intake import decode
 from stream_app.core.policy import Policy
 from stream_app.core.records import Outputs, SessionDecision, SessionInput, SourceRecord
+from stream_app.models.json_types import Json
 from stream_app.state.base import SessionStore
 
 
@@ -22,9 +23,12 @@ class Pipeline:
         self.store = store
         self.clock = clock
 
-    def decode(self, record: SourceRecord) -> tuple[SessionInput | None, Outputs]:
-        """The stateless half: runs before records are re-keyed by session."""
-        return decode(record, self.policy, self.clock())
+    def decode(
+        self, record: SourceRecord, parsed: Json | None = None
+    ) -> tuple[SessionInput | None, Outputs]:
+        """The stateless half: runs before records are re-keyed by session (``parsed``: its
+        value as parsed already, ``core/intake.decode``)."""
+        return decode(record, self.policy, self.clock(), parsed)
 
     def apply(self, item: SessionInput, out: Outputs | None = None) -> Outputs:
         """The stateful half: runs on the worker that owns the item's session. ``out``: the
@@ -46,9 +50,9 @@ class Pipeline:
         self.store.put(state)
         return out
 
-    def process(self, record: SourceRecord) -> Outputs:
+    def process(self, record: SourceRecord, parsed: Json | None = None) -> Outputs:
         """Both halves, on one ``Outputs``: what decoding counted is never merged in after."""
-        item, out = self.decode(record)
+        item, out = self.decode(record, parsed)
         return out if item is None else self.apply(item, out)
 
     def sweep(self, session_ids: Iterable[str] | None = None) -> Outputs:

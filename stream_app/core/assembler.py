@@ -17,6 +17,8 @@ same whatever its session holds, but for what it emits.
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from stream_app.core.collapse import CollapseWrites, Firsts, first_copy
 from stream_app.core.completion import render_completion
 from stream_app.core.counts import Count
@@ -35,6 +37,8 @@ from stream_app.core.session import EmittedTurn, PendingMessage, SessionState, S
 from stream_app.models.dead_letter import Reason
 from stream_app.models.timestamps import format_utc, instant_ns
 from stream_app.models.turn import InferenceMessageDict, ToolCallDict
+
+_SEQUENCE = attrgetter("sequence")
 
 # What a turn takes of its completing message: the completion, the tool calls, their ids.
 TurnParts = tuple[str, list[ToolCallDict], list[str]]
@@ -65,8 +69,8 @@ def apply(
     if state is None:
         state = SessionState(item.session_id, now)
     state.last_seen = now
-    topic, partition, offset = item.source
-    position = f"{topic}:{partition}"
+    origin = item.origin
+    position, offset = f"{origin.source_topic}:{origin.partition}", origin.offset
     if offset <= state.applied.get(position, -1):
         if not _offsets_started_again(state, position, item.timestamp):
             out.outcome = "duplicate"
@@ -122,7 +126,11 @@ def _add_message(
     # message that cannot make a turn fails here, leaving the session as it was.
     made = None if call_id is None else _turn_of(item.message)
     out.outcome = "contributed"
-    state.add_pending(PendingMessage(item.identity, item.sequence, item.message, item.size))
+    state.add_pending(
+        PendingMessage(
+            item.identity, item.sequence, item.message, item.size, _json=item.json or None
+        )
+    )
     if call_id is not None and made is not None:
         _complete_turn(state, call_id, made, item, policy, now, out)
 
@@ -136,6 +144,11 @@ def _turn_of(message: InferenceMessageDict) -> TurnParts:
 def _pending_limit(state: SessionState, item: SessionMessage, policy: Policy) -> str | None:
     """Why the session cannot take one more pending message, if it cannot. A message that
     completes a turn always enters: it leaves the pending list empty."""
+    if (
+        len(state.pending_messages) < policy.max_pending_messages
+        and state.pending_bytes + item.size <= policy.max_pending_bytes
+    ):
+        return None  # room for it, whichever copy it replaces
     replaced = state.pending_with(item.identity)
     if replaced is None and len(state.pending_messages) >= policy.max_pending_messages:
         return (
@@ -164,7 +177,7 @@ def _complete_turn(
     unsequenced = state.unsequenced
     pending = state.take_pending()
     if not unsequenced:
-        pending.sort(key=lambda p: p.sequence or 0)
+        pending.sort(key=_SEQUENCE)  # every one has a sequence
     turn = EmittedTurn(
         body={
             "new_messages": [p.message for p in pending],
@@ -174,6 +187,7 @@ def _complete_turn(
         },
         reach=list(dict.fromkeys([call_id, *tool_ids])),
         emitted_at=state.stamp(now),
+        messages_json=b"[" + b",".join([p.json() for p in pending]) + b"]",
     )
     limit = policy.max_remembered_identities
     identities = [p.identity for p in pending if p.identity is not None]
@@ -312,8 +326,9 @@ def _revision(
     """The turn's next revision, or None and its ``turn_too_large`` dead letter: a Turn
     over ``max_turn_bytes`` is one no consumer with Kafka's default limits could read."""
     number = turn.revision if first else turn.revision + 1
+    rendered, value = turn.rendered()
     revision = TurnRevision(
-        state.session_id, turn.render(), first, number, turn.final_after(policy)
+        state.session_id, rendered, first, number, turn.final_after(policy), value
     )
     if len(revision.value) <= policy.max_turn_bytes:
         return revision

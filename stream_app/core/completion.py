@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from stream_app.models.json_types import Json
 from stream_app.models.turn import InferenceMessageDict
 
 
-def _string_leaves(value: Json) -> Iterator[str]:
+def _string_leaves(value: Json, out: list[str]) -> None:
+    """Appends the string leaves of ``value``: object keys in sorted order, arrays in order
+    (recursion is bounded: a record nests at most ``core/limits.MAX_DEPTH`` levels)."""
     if isinstance(value, str):
-        yield value
+        out.append(value)
     elif isinstance(value, dict):
         for key in sorted(value):
-            yield from _string_leaves(value[key])
+            _string_leaves(value[key], out)
     elif isinstance(value, list):
         for item in value:
-            yield from _string_leaves(item)
+            _string_leaves(item, out)
 
 
 def render_completion(message: InferenceMessageDict) -> str:
@@ -26,5 +26,5 @@ def render_completion(message: InferenceMessageDict) -> str:
         if part["type"] == "text":
             pieces.append(part["content"])
         elif part["type"] == "tool_call":
-            pieces.extend(_string_leaves(part["arguments"]))
-    return "\n".join(piece for piece in pieces if piece)
+            _string_leaves(part["arguments"], pieces)
+    return "\n".join([piece for piece in pieces if piece])

@@ -7,6 +7,7 @@ each member to its series once.
 
 from __future__ import annotations
 
+from collections import Counter
 from enum import StrEnum
 
 from stream_app.models.dead_letter import Reason
@@ -49,3 +50,13 @@ class Count(StrEnum):
         """The dead-letter reason this count is of, if it is one."""
         head, _, tail = self.value.partition(":")
         return Reason(tail) if head == "dead_letter" else None
+
+
+class Counts(Counter[Count]):
+    """A ``Counter`` that starts empty in a fifth of the time: ``Counter()`` runs its
+    ``update`` in Python even with nothing to count, and every record makes one."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        pass  # dict.__new__ made it empty: nothing to update

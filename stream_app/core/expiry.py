@@ -14,8 +14,13 @@ from stream_app.models.dead_letter import Reason
 
 
 def due(state: SessionState, policy: Policy, now: float) -> bool:
-    """Whether ``expire`` would change anything: a cheap check made on every record."""
-    return now > state_due_at(state, policy)
+    """Whether ``expire`` would change anything (``now`` past ``state_due_at``): checked
+    on every record, so spelled out rather than through ``due_at``."""
+    if now > state.last_seen + policy.session_ttl_seconds:
+        return True
+    for oldest in state.turns.values():
+        return now > oldest.emitted_at + policy.late_decision_window_seconds
+    return False
 
 
 def state_due_at(state: SessionState, policy: Policy) -> float:

@@ -27,6 +27,7 @@ from stream_app.core.limits import (
     check_instant,
     check_int64,
     in_range,
+    shallow,
     too_deep,
 )
 from stream_app.core.policy import Policy
@@ -171,7 +172,8 @@ def _session_message(
     only when needed (a message with no id, redacted content)."""
     message_id = message.messageId
     translated = inference_message(message, role, counts, redact_content=policy.redact_content)
-    size = len(orjson.dumps(translated))
+    json = jsonbytes.dumps(translated)
+    size = len(json)
     if size > policy.max_record_bytes:  # a message's tool calls can expand ~2.7 times
         raise _Rejected(
             Reason.TOO_LARGE,
@@ -195,6 +197,7 @@ def _session_message(
         if policy.redact_content
         else Origin.of(record),
         timestamp=record.timestamp,
+        json=json,
     )
 
 
@@ -289,11 +292,17 @@ def _session_decision(
     )
 
 
-def decode(record: SourceRecord, policy: Policy, now: float) -> tuple[SessionInput | None, Outputs]:
-    """A session input, or ``None`` and the dead letter that took the record's place."""
+def decode(
+    record: SourceRecord, policy: Policy, now: float, parsed: Json | None = None
+) -> tuple[SessionInput | None, Outputs]:
+    """A session input, or ``None`` and the dead letter that took the record's place.
+    ``parsed``: the record's value as orjson parsed it already, if it was (replay parses
+    its lines whole); it is taken when no nesting limit can be near, else the value is
+    parsed again so that a too-deep record is reported as it always is."""
     out = Outputs()
     try:
-        doc = _parse(_value(record, policy))
+        value = _value(record, policy)
+        doc = parsed if parsed is not None and shallow(value) else _parse(value)
         item: SessionInput
         if record.kind == "messages":
             fast = _fast_message(doc, record, out.counts, policy)

@@ -120,6 +120,13 @@ def _field_name(path: list[str | int]) -> str:
     return ".".join(str(h)[:64] for h in path[:2]) or "(record)"
 
 
+def shallow(text: bytes | str) -> bool:
+    """Whether JSON ``text`` has at most ``MAX_DEPTH`` brackets, so nests no deeper."""
+    if isinstance(text, bytes):
+        return text.count(b"{") + text.count(b"[") <= MAX_DEPTH
+    return text.count("{") + text.count("[") <= MAX_DEPTH
+
+
 def check_depth(value: Json, hint: bytes | str, field: str | None = None) -> None:
     """``value`` nests at most ``MAX_DEPTH`` levels; ``hint`` is the text it was parsed from.
 
@@ -128,11 +135,7 @@ def check_depth(value: Json, hint: bytes | str, field: str | None = None) -> Non
     """
     if not isinstance(value, dict | list):
         return
-    if isinstance(hint, bytes):
-        brackets = hint.count(b"{") + hint.count(b"[")
-    else:
-        brackets = hint.count("{") + hint.count("[")
-    if brackets <= MAX_DEPTH or not _depth_exceeds(value, MAX_DEPTH):
+    if shallow(hint) or not _depth_exceeds(value, MAX_DEPTH):
         return
     name = field if field is not None else _field_name(_too_deep_path(value, MAX_DEPTH))
     raise too_deep(name)

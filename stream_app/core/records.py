@@ -14,7 +14,7 @@ from typing import Literal, NamedTuple
 import orjson
 
 from stream_app.core import jsonbytes
-from stream_app.core.counts import Count
+from stream_app.core.counts import Count, Counts
 from stream_app.models.dead_letter import DeadLetterDict, Encoding
 from stream_app.models.decision import DecisionDict
 from stream_app.models.timestamps import format_utc
@@ -95,6 +95,9 @@ class SessionMessage(NamedTuple):
     size: int  # bytes of ``message`` as JSON: what the session's pending limit counts
     origin: Origin  # the record, for a dead letter written when the session cannot take it
     timestamp: float | None = None  # the record's (``SourceRecord.timestamp``)
+    # ``message`` as JSON, made once at intake for its size and reused by every write of it
+    # (the pending entry, the Turn, the turn's body); empty when not made yet.
+    json: bytes = b""
 
     @property
     def source(self) -> Source:
@@ -138,7 +141,7 @@ def turn_key(session_id: str, inference_call_id: str) -> bytes:
     return jsonbytes.dumps([session_id, inference_call_id])
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TurnRevision:
     session_id: str
     turn: TurnDict
@@ -150,14 +153,8 @@ class TurnRevision:
     # Epoch seconds after which no record can revise the turn (its emission + the
     # late-decision window): the state drops the turn then (``core/expiry.py``).
     final_after: float
-    # The Turn as the turn topic's record value; serialized once, when first asked for.
-    _value: list[bytes] = field(default_factory=list, compare=False, repr=False)
-
-    @property
-    def value(self) -> bytes:
-        if not self._value:
-            self._value.append(jsonbytes.dumps(self.turn))
-        return self._value[0]
+    # ``turn`` as the turn topic's record value (``EmittedTurn.rendered`` makes both).
+    value: bytes = field(repr=False)
 
     @property
     def key_bytes(self) -> bytes:
@@ -190,7 +187,7 @@ class Outputs:
 
     turns: list[TurnRevision] = field(default_factory=list)
     dead_letters: list[DeadLetterDict] = field(default_factory=list)
-    counts: Counter[Count] = field(default_factory=Counter)
+    counts: Counter[Count] = field(default_factory=Counts)
     outcome: Outcome | None = None  # of the record this step consumed, if it consumed one
 
     def extend(self, other: Outputs) -> None:
@@ -234,8 +231,9 @@ def load_input(data: bytes) -> SessionInput:
     doc = orjson.loads(data)
     if "m" in doc:
         session_id, identity, sequence, message, call_id, size, origin, at = doc["m"]
+        json = jsonbytes.dumps(message)  # as intake made it
         return SessionMessage(
-            session_id, identity, sequence, message, call_id, size, Origin(*origin), at
+            session_id, identity, sequence, message, call_id, size, Origin(*origin), at, json
         )
     session_id, decision, key, sibling, origin, at = doc["d"]
     return SessionDecision(session_id, decision, key, sibling, Origin(*origin), at)

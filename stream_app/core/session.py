@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Literal
 
 import orjson
@@ -97,6 +98,9 @@ class EmittedTurn:
     entry: int = 0
     born: int = 0  # its first entry: the turns' order, which ``expire`` walks
     size: int = 0  # bytes of its first revision's Turn JSON: what ``max_open_turn_bytes`` counts
+    # Derived, never stored: ``new_messages`` as JSON, joined from its messages' own when
+    # the turn is made (each was serialized once, at intake), else made when first needed.
+    messages_json: bytes | None = field(default=None, compare=False, repr=False)
 
     @property
     def call_id(self) -> str:
@@ -113,14 +117,27 @@ class EmittedTurn:
     def render(self) -> TurnDict:
         """The complete Turn, fields in schema order."""
         body = self.body
-        ordered = sorted(self.decisions, key=lambda d: d.order)
         return {
             "new_messages": body["new_messages"],
             "completion": body["completion"],
-            "decisions": [d.decision for d in ordered],
+            "decisions": [d.decision for d in sorted(self.decisions, key=_ORDER)],
             "inference_call_id": body["inference_call_id"],
             "tool_calls": body["tool_calls"],
         }
+
+    def rendered(self) -> tuple[TurnDict, bytes]:
+        """The complete Turn and its JSON, the messages' JSON made once per turn."""
+        turn = self.render()
+        return turn, jsonbytes.dumps({**turn, "new_messages": self._messages_fragment()})
+
+    def body_json(self) -> bytes:
+        """The body as ``turn_bodies`` holds it: the same bytes as ``dumps(body)``."""
+        return jsonbytes.dumps({**self.body, "new_messages": self._messages_fragment()})
+
+    def _messages_fragment(self) -> orjson.Fragment:
+        if self.messages_json is None:
+            self.messages_json = jsonbytes.dumps(self.body["new_messages"])
+        return orjson.Fragment(self.messages_json)
 
     def meta(self) -> TurnMeta:
         """The turn's entry without its body (``turn_bodies`` holds that, written once)."""
@@ -134,6 +151,8 @@ class EmittedTurn:
             [d.entry for d in self.decisions],
         )
 
+
+_ORDER = attrgetter("order")  # a turn's decisions: by occurred_at instant, then decision_id
 
 # The most identities one entry holds: a turn of more is several entries, so a group partly
 # forgotten (``SessionState.remember``) is rewritten at a bounded cost.
@@ -272,8 +291,10 @@ class SessionState:
     def take_pending(self) -> list[PendingMessage]:
         """Every pending message, in arrival order; the pending list is left empty."""
         taken = list(self.pending_messages.values())
-        for p in taken:
-            self._dropped(MESSAGE, p.entry, p)
+        made, dropped = self.made, self.dropped
+        for p in taken:  # ``_dropped``, for every message of a turn
+            if made.pop((MESSAGE, p.entry), None) is None:
+                dropped[(MESSAGE, p.entry)] = p
         self.pending_messages = {}
         self._pending_by_identity = {}
         self.pending_bytes = self.unsequenced = 0
@@ -326,8 +347,8 @@ class SessionState:
 
     def take_waiting(self, call_id: str) -> list[StoredDecision]:
         """The decisions waiting for ``call_id``, in arrival order, no longer waiting."""
-        entries = self._waiting_by_call.pop(call_id, {})
-        return [self.waiting_decisions.pop(n) for n in entries]
+        entries = self._waiting_by_call.pop(call_id, None)
+        return [] if entries is None else [self.waiting_decisions.pop(n) for n in entries]
 
     # -- turns -----------------------------------------------------------------------
 

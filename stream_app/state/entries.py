@@ -133,7 +133,7 @@ def records(
         *((IDENTITY, g.entry, g) for g in state.remembered.values()),
     ]
     written = [(entry_key(sid, epoch, k, n), encode(k, e, g)) for k, n, e in made]
-    bodies = [(turn_key(sid, t.call_id), jsonbytes.dumps(t.body)) for t in state.turns.values()]
+    bodies = [(turn_key(sid, t.call_id), t.body_json()) for t in state.turns.values()]
     return head(state, epoch), written, bodies
 
 
@@ -175,7 +175,7 @@ def changes(
         if isinstance(entry, EmittedTurn):  # its decisions and revision change later
             before[key] = encode(kind, entry, g)
             if entry.born >= first_new:  # a new turn
-                bodies[body_key(entry.call_id)] = partial(jsonbytes.dumps, entry.body)
+                bodies[body_key(entry.call_id)] = entry.body_json
         else:
             before[key] = partial(encode, kind, entry, g)
     for (kind, n), entry in dropped.items():
