@@ -170,6 +170,7 @@ def create_app(settings: Settings) -> faust.App:
                 for message in consumer.delivered(event.message):  # a run of one partition
                     worker.apply(message, checkpoints.add(message))
                 await checkpoints.added(full=settings.batch_max_records)
+                heap.freeze_survivors()  # what a step leaves alive: walk it no more
                 await give_back()
         except Exception as exc:  # a stop's cancellation still checkpoints what was applied
             checkpoints.fail(exc)  # the batch the record was in is never acknowledged
@@ -186,7 +187,7 @@ def create_app(settings: Settings) -> faust.App:
     async def give_back_memory() -> None:
         """An idle worker also drops what only speeds up work: the decoded states (in the
         tables) and the cached partitions of session keys; and collects the cycles that
-        checkpoints froze (``heap.freeze_survivors``)."""
+        the agent froze (``heap.freeze_survivors``)."""
         if store.forget_if_idle():
             partition_for.cache_clear()
             heap.collect_frozen()

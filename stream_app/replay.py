@@ -13,6 +13,7 @@ from typing import IO
 
 import orjson
 
+from stream_app import heap
 from stream_app.config import Settings
 from stream_app.core.counts import Count
 from stream_app.core.dead_letter import rejected
@@ -24,6 +25,7 @@ from stream_app.state.memory import MemorySessions
 from stream_app.text import counted
 
 REPLAY_INPUT_TOPIC = "replay-input"  # source_topic of a line that is not a record at all
+FREEZE_EVERY = 1_000  # records between two freezes of what the replay holds (heap.py)
 
 
 def record_value(value: Json) -> bytes:
@@ -123,7 +125,9 @@ def replay(
     """Replays ``lines`` and writes every emission; returns the counts for the summary."""
     pipeline = pipeline or Pipeline(settings.policy(), MemorySessions())
     totals: Counter[str] = Counter()
-    for out in records(lines, settings, pipeline):
+    for n, out in enumerate(records(lines, settings, pipeline), 1):
+        if n % FREEZE_EVERY == 0:
+            heap.freeze_survivors()  # the state built so far: the collector walks it no more
         for revision in out.turns:
             line = {"key": revision.key, "value": orjson.Fragment(revision.value)}
             turns.write(orjson.dumps(line) + b"\n")

@@ -43,7 +43,7 @@ from typing import Any, NamedTuple
 
 from faust.types import Message
 
-from stream_app import heap, logs
+from stream_app import logs
 from stream_app.checkpointing.consumer import Consumer
 from stream_app.core.records import Outputs
 from stream_app.slices import Slices
@@ -324,7 +324,6 @@ class Checkpoints:
                     await settlement.answer(covered)
                 if acknowledged:
                     await self._commit()
-                    heap.freeze_survivors()  # what the checkpoint wrote stays: walk it no more
         finally:
             await settlement.close()
 

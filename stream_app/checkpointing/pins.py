@@ -259,14 +259,6 @@ PINS: tuple[Pin, ...] = (
         callers=("faust.stores.rocksdb.Store._db_for_partition",),
     ),
     Pin(
-        ROCKSDB_STORE,
-        "_key_index",
-        "attribute",
-        "LRUCache",
-        "written: key -> partition, as Faust's own _set keeps it",
-        TABLES,
-    ),
-    Pin(
         "faust.transport.drivers.aiokafka.Producer",
         "_ensure_producer",
         "method",

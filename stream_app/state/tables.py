@@ -74,20 +74,29 @@ class RocksDBStore(_KeyPartitioned, rocksdb.Store):
         return _without_wal(super()._open_for_partition(partition))
 
     def _set(self, key: bytes, value: bytes | None) -> None:
-        partition = self._partition(key)
-        self._key_index[key] = partition
-        self._db_for_partition(partition).put(key, value)
+        self.write(self._partition(key), key, value)
+
+    def write(self, partition: int, key: bytes, value: bytes | None) -> None:
+        """A key's value in its partition's database (None: deleted). Faust's key index is
+        never kept: it serves only the look-ups this store does by partition instead."""
+        db = self._db_for_partition(partition)
+        if value is None:
+            db.delete(key)
+        else:
+            db.put(key, value)
 
     def _get(self, key: bytes) -> bytes | None:
-        value: bytes | None = self._db_for_partition(self._partition(key)).get(key)
+        return self.read(self._partition(key), key)
+
+    def read(self, partition: int, key: bytes) -> bytes | None:
+        value: bytes | None = self._db_for_partition(partition).get(key)
         return value
 
     def _contains(self, key: bytes) -> bool:
         return self._get(key) is not None
 
     def _del(self, key: bytes) -> None:
-        self._key_index.pop(key, None)
-        self._db_for_partition(self._partition(key)).delete(key)
+        self.write(self._partition(key), key, None)
 
     def keys_from(self, partition: int, prefix: bytes) -> list[bytes]:
         """The keys of a partition that start with ``prefix``, in key order."""
@@ -110,6 +119,18 @@ class MemoryStore(_KeyPartitioned, memory.Store):  # type: ignore[type-arg]
     def __setitem__(self, key: Any, value: Any) -> None:
         super().__setitem__(key, value)
         self._key_partition[key] = self._partition(key)
+
+    def read(self, partition: int, key: bytes) -> bytes | None:
+        value: bytes | None = self.data.get(key)
+        return value
+
+    def write(self, partition: int, key: bytes, value: bytes | None) -> None:
+        if value is None:
+            self.data.pop(key, None)
+            self._key_partition.pop(key, None)
+        else:
+            self.data[key] = value
+            self._key_partition[key] = partition
 
     def __delitem__(self, key: Any) -> None:
         super().__delitem__(key)
@@ -137,10 +158,19 @@ class KeyPartitionedTable(Table[bytes, bytes]):
         super().__init__(*args, **kwargs)
         #: Changelog records on their way to the producer, a record batch a partition.
         self._changelog = RecordBatches(lambda: aiokafka_producer(self.app.producer))
+        self._changelog_tps: dict[int, TP] = {}
+
+    def get(self, key: bytes, default: bytes | None = None) -> bytes | None:  # type: ignore[override]
+        """A key's value from its partition's store, in one look-up: Faust's ``get`` looks
+        a key up twice (``in``, then the value) through its serializers and sensors."""
+        value = cast(RocksDBStore | MemoryStore, self.data).read(self.partition_for_key(key), key)
+        return default if value is None else value
 
     async def put(self, key: bytes, value: bytes | None) -> None:
         """Writes (``None``: deletes) a key, its changelog record appended to its
-        partition's record batch (``record_batches.py``), handed over at ``written``.
+        partition's record batch (``record_batches.py``), handed over at ``written``. The
+        store is written by partition, past Faust's serializers (raw: bytes stay bytes) and
+        key index (``RocksDBStore.write``).
 
         ``table[key] = value`` would queue the record in Faust's producer buffer, which a
         batch of writes fills: Faust's conductor then stops delivering records until the
@@ -149,11 +179,13 @@ class KeyPartitionedTable(Table[bytes, bytes]):
         ``Topic.send`` resolves a callback per record (``_on_changelog_sent``, which writes
         the partition's offset to RocksDB each time); a batch is acknowledged once.
         """
-        if value is None:
-            self.data.pop(key, None)
-        else:
-            self.data[key] = value
-        tp = TP(self.changelog_topic.get_topic_name(), self.partition_for_key(key))
+        partition = self.partition_for_key(key)
+        cast(RocksDBStore | MemoryStore, self.data).write(partition, key, value)
+        tp = self._changelog_tps.get(partition)
+        if tp is None:
+            tp = self._changelog_tps[partition] = TP(
+                self.changelog_topic.get_topic_name(), partition
+            )
         await self._changelog.append(tp, key, value)
 
     async def written(self) -> None:
