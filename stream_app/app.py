@@ -167,7 +167,9 @@ def create_app(settings: Settings) -> faust.App:
         give_back = Slices()  # a full buffer is read without ever awaiting (slices.py)
         try:
             async for event in stream.noack().events():  # type: ignore[attr-defined]
-                for message in consumer.delivered(event.message):  # a run of one partition
+                run = consumer.delivered(event.message)  # a run of one partition
+                worker.read(run)
+                for message in run:
                     worker.apply(message, checkpoints.add(message))
                 await checkpoints.added(full=settings.batch_max_records)
                 heap.freeze_survivors()  # what a step leaves alive: walk it no more

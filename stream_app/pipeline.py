@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from types import MappingProxyType
 
 from stream_app.core.assembler import apply
+from stream_app.core.collapse import Firsts
 from stream_app.core.counts import Count
 from stream_app.core.expiry import expire
 from stream_app.core.intake import decode
@@ -13,6 +15,8 @@ from stream_app.core.policy import Policy
 from stream_app.core.records import Outputs, SessionDecision, SessionInput, SourceRecord
 from stream_app.models.json_types import Json
 from stream_app.state.base import SessionStore
+
+_NO_FIRSTS: Firsts = MappingProxyType({})
 
 
 class Pipeline:
@@ -40,8 +44,11 @@ class Pipeline:
         now = self.clock()
         session_id, collapse = item.session_id, self.store.collapse
         state = self.store.get(session_id)
-        keys = item.collapse_keys if isinstance(item, SessionDecision) else ()
-        firsts = {key: collapse.first(session_id, key) for key in keys}
+        firsts = (
+            {key: collapse.first(session_id, key) for key in item.collapse_keys}
+            if isinstance(item, SessionDecision)
+            else _NO_FIRSTS  # a message has no collapse keys
+        )
         state, out, writes = apply(state, item, self.policy, now, firsts, out)
         if writes.forget:
             collapse.forget(session_id)

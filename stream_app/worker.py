@@ -23,6 +23,7 @@ from faust.types import TP, Message, ProducerT, RecordMetadata
 
 from stream_app import logs, metrics
 from stream_app.checkpointing.batches import Batch, Emitted, Forward
+from stream_app.core.counts import Counts
 from stream_app.core.dead_letter import original_key, rejected
 from stream_app.core.records import (
     Origin,
@@ -105,6 +106,14 @@ class Worker:
         self.on_processing_error = on_processing_error
         self._records_read = {name: metrics.RECORDS.labels(topic=name) for name in routing.kinds}
 
+    def read(self, run: list[Message]) -> None:
+        """Counts a run of records read (one partition's) for ``/metrics`` and the lag
+        gauge: once a run, not once a record."""
+        last = run[-1]
+        if (counter := self._records_read.get(last.topic)) is not None:
+            counter.inc(len(run))
+            self.routing.last_read[last.tp] = last.offset
+
     def apply(self, msg: Message, batch: Batch) -> None:
         """One record into the core; what it emits waits in its batch."""
         try:
@@ -119,8 +128,6 @@ class Worker:
             self._apply_forwarded(msg, batch)
             return
         routing = self.routing
-        self._records_read[msg.topic].inc()
-        routing.last_read[msg.tp] = msg.offset
         kind = routing.kinds[msg.topic]
         record = SourceRecord(
             kind, msg.topic, msg.partition, msg.offset, msg.key, msg.value, msg.timestamp
@@ -242,10 +249,13 @@ class Outbox:
         return acks
 
     def observe(self, batch: Batch) -> None:
-        """Counts and logs what a batch emitted, now that the broker has it."""
+        """Counts and logs what a batch emitted, now that the broker has it (each metric
+        moved once a batch: a labelled series costs a look-up and a lock)."""
         now = time.time()
+        counts = Counts()
         for out, started in batch.emitted:
-            metrics.count(out.counts)
+            for name, n in out.counts.items():
+                counts[name] += n
             if started is not None:
                 for revision in out.turns:
                     if revision.first:
@@ -260,3 +270,4 @@ class Outbox:
                     offset=letter["offset"],
                     error=letter["error"],
                 )
+        metrics.count(counts)

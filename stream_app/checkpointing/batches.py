@@ -254,8 +254,7 @@ class Checkpoints:
                     for message in batch.messages:
                         if self.failure is not None:
                             break
-                        self.consumer.applied(message)
-                        self.consumer.ack(message)
+                        self.consumer.ack_applied(message)
                         acknowledged += 1
                         await pause()
                     if self.failure is not None:

@@ -466,6 +466,14 @@ class Consumer(faust_aiokafka.Consumer):
         """R2: marks an event whose effects are all written: its acknowledgement counts."""
         self._applied.add(message)
 
+    def ack_applied(self, message: Message) -> bool:
+        """R2: ``applied`` and ``ack`` in one step, for the agent's own acknowledgement of an
+        event it has applied (its checkpoints' step 4b): no mark is kept in between."""
+        if message.generation_id != self.app.consumer_generation_id:
+            self._unacked_messages.discard(message)
+            return False
+        return bool(super().ack(message))
+
     def ack(self, message: Message) -> bool:
         """R2: only an applied event of the current generation is acknowledged to Faust."""
         if message not in self._applied or (

@@ -68,5 +68,6 @@ def instant_ns(value: str) -> int:
 
 
 def format_utc(epoch_seconds: float) -> str:
-    """The processor's own timestamps: UTC, microseconds, ``Z``."""
-    return datetime.fromtimestamp(epoch_seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """The processor's own timestamps: UTC, microseconds, ``Z`` (``isoformat`` in C: a
+    quarter of ``strftime``'s time, and every turn header has one)."""
+    return datetime.fromtimestamp(epoch_seconds, UTC).isoformat(timespec="microseconds")[:-6] + "Z"

@@ -197,24 +197,29 @@ class TableSessions(SessionStore):
         if session_id in self._live:
             self._live.move_to_end(session_id)
             return self._live[session_id]
-        state, epoch, garbage = self.read(session_id)
+        state, epoch, garbage, head = self._read(session_id)
         self._live[session_id] = state
         self._epochs[session_id] = epoch
         if garbage:
             self._garbage[session_id] = garbage
             self._changed.add(session_id)
-        if state is None and self.table.get(session_id.encode()) is not None:
+        if state is None and head:
             self._changed.add(session_id)  # an unreadable head: deleted at the next seal
         return state
 
     def read(self, session_id: str) -> tuple[SessionState | None, int, list[bytes]]:
         """The session as the tables hold it (what the last settled batch wrote), its
         epoch, and the garbage beside it (``state/entries.py``, E2 and E3)."""
-        data = self.table.get(session_id.encode())
-        partition = self.table.partition_for_key(session_id.encode())
+        return self._read(session_id)[:3]
+
+    def _read(self, session_id: str) -> tuple[SessionState | None, int, list[bytes], bool]:
+        """``read``, and whether a head was found (a head that does not decode is one)."""
+        key = session_id.encode()
+        data = self.table.get(key)
+        partition = self.table.partition_for_key(key)
         items = self.entries.items_from(partition, entries.session_prefix(session_id))
         if data is None:
-            return None, 0, [key for key, _ in items]
+            return None, 0, [key for key, _ in items], False
 
         def body(call_id: str) -> TurnBodyDict | None:
             written = self.bodies.get(turn_key(session_id, call_id))
@@ -227,10 +232,10 @@ class TableSessions(SessionStore):
             return found
 
         try:
-            return entries.decode(data, items, body)
+            return (*entries.decode(data, items, body), True)
         except Exception as exc:  # garbage on a changelog, or state of another version
             _unreadable(session_id, exc)
-            return None, 0, [key for key, _ in items]
+            return None, 0, [key for key, _ in items], True
 
     def put(self, state: SessionState) -> None:
         self._worked = True

@@ -77,6 +77,11 @@ class Consumer:
         self.calls.append(("ack", message))
         return True
 
+    def ack_applied(self, message: object) -> bool:
+        """The two steps in one (``Consumer.ack_applied``), recorded as both."""
+        self.applied(message)
+        return self.ack(message)
+
     async def commit(self) -> bool:
         self.commits += 1
         return True

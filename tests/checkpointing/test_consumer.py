@@ -81,6 +81,18 @@ def test_an_event_of_an_earlier_generation_does_not_count(consumer: Consumer) ->
     assert consumer._new_offset(tp) is None
 
 
+def test_the_agents_own_acknowledgement_counts_in_its_generation_only(
+    consumer: Consumer,
+) -> None:
+    # ack_applied is applied and ack in one step (the checkpoints' 4b): the same R2.
+    consumer._committed_offset[tp] = 10
+    assert not consumer.ack_applied(message(10, generation=0))  # fetched before a rebalance
+    assert consumer._new_offset(tp) is None
+    assert consumer.ack_applied(message(10))
+    consumer.ack(message(11))  # Faust's own, of an event the agent never applied: refused
+    assert consumer._new_offset(tp) == 11
+
+
 def test_an_offset_missing_right_after_the_committed_one_holds_the_commit(
     consumer: Consumer,
 ) -> None:
