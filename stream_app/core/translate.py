@@ -15,7 +15,7 @@ from typing import Protocol, cast
 import orjson
 
 from stream_app.core.counts import Count
-from stream_app.core.limits import check_depth, too_deep
+from stream_app.core.limits import check_depth, shallow, too_deep
 from stream_app.core.redaction import redact, redact_text
 from stream_app.models.json_types import Json, JsonObject
 from stream_app.models.message import Role
@@ -60,7 +60,9 @@ class MessageFields(Protocol):
     def messageId(self) -> str | None: ...
 
 
-def _arguments(call: ToolCallFields, field: str, counts: Counter[Count]) -> JsonObject:
+def _arguments(call: ToolCallFields, i: int, counts: Counter[Count]) -> JsonObject:
+    """The ``i``-th tool call's arguments as an object (named in an error only when one is
+    raised: most calls raise none)."""
     args = call.arguments
     if args is None or isinstance(args, dict):
         return args or {}  # an object came with the record, whose depth is checked
@@ -68,9 +70,10 @@ def _arguments(call: ToolCallFields, field: str, counts: Counter[Count]) -> Json
         parsed = orjson.loads(args)
     except orjson.JSONDecodeError as exc:
         if "depth limit" in str(exc):  # orjson's own, at 1024 levels
-            raise too_deep(field) from None
+            raise too_deep(f"message.toolCalls.{i}.arguments") from None
         parsed = None
-    check_depth(parsed, args, field)
+    if not shallow(args):
+        check_depth(parsed, args, f"message.toolCalls.{i}.arguments")
     if isinstance(parsed, dict):
         return parsed
     counts[Count.MALFORMED_TOOL_ARGUMENTS] += 1
@@ -106,7 +109,7 @@ def inference_message(
                 "type": "tool_call",
                 "id": call.id,
                 "name": call.name,
-                "arguments": _arguments(call, f"message.toolCalls.{i}.arguments", counts),
+                "arguments": _arguments(call, i, counts),
             }
         )
     if redact_content:

@@ -31,6 +31,8 @@ _SEQUENCE = re.compile(r"^-?\d+$")
 
 def role_of(value: object) -> Role | None:
     """The role ``value`` names (a name, or 0-3 also as an integral float); None if none."""
+    if type(value) is str:  # the common spelling, first
+        return _ROLES.get(value)
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, str | int):
@@ -49,6 +51,8 @@ def sequence_of(value: object) -> int | None:
     """A ``sequence`` as the integer it spells; raises ValueError when it spells none."""
     if value is None:
         return None
+    if type(value) is int:
+        return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, int) and not isinstance(value, bool):

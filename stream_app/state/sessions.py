@@ -68,7 +68,13 @@ def collapse_key(session_id: str, key: str) -> bytes:
 
 
 def session_of(key: bytes) -> bytes:
-    """The session id of a ``decisions`` or ``turn_bodies`` key: it decides the partition."""
+    """The session id of a key of ``entries``, ``decisions`` or ``turn_bodies`` (a JSON array
+    that starts with it): it decides the partition. Read off the key when the id's text
+    holds no escape (orjson writes an id's own UTF-8 bytes then), else parsed: every table
+    write and read asks it."""
+    end = key.find(b'"', 2)
+    if key.startswith(b'["') and end > 0 and key.find(b"\\", 2, end) < 0:
+        return key[2:end]
     return str(orjson.loads(key)[0]).encode()
 
 

@@ -8,11 +8,15 @@ from pathlib import Path
 from typing import cast
 
 import faust
+import orjson
 import pytest
 from faust.types import TP
+from hypothesis import given
+from hypothesis import strategies as st
 
 from stream_app.app import App
 from stream_app.models.topics import partition_for
+from stream_app.state import entries
 from stream_app.state.sessions import Snapshot, TableCollapse, collapse_key, session_of
 from stream_app.state.tables import KeyPartitionedTable
 
@@ -161,3 +165,13 @@ def test_a_rocksdb_partition_writes_without_its_write_ahead_log(tmp_path: Path) 
     written = sum(p.stat().st_size for p in tmp_path.rglob("*.log") if p.name[0].isdigit())
     assert store._dbs, "no partition database was opened"
     assert written == 0, f"{written} bytes of write-ahead log"
+
+
+@given(st.text(), st.integers(0, 3), st.sampled_from("mdti"), st.integers(0, 10**6))
+def test_a_keys_session_is_read_as_the_key_spells_it(
+    session: str, epoch: int, kind: str, n: int
+) -> None:
+    # session_of reads an id off the key's text when it holds no escape: the same bytes as
+    # parsing the key, for any id (quotes, backslashes, control characters, any Unicode).
+    for key in (entries.entry_key(session, epoch, kind, n), collapse_key(session, "nk")):
+        assert session_of(key) == str(orjson.loads(key)[0]).encode() == session.encode()
