@@ -5,6 +5,9 @@ a fresh embedded broker, over the same records, in turn, for a few rounds, after
 aiokafka loop; each prints its rate sustained (until every input offset is committed) and
 to the last turn, its CPU per input record and the changelog records and bytes it wrote per
 input record. Both runs share the machine's noise, so read the ratios.
+
+``--core``: the core alone instead, each checkout's in-process replay of the same records
+in a process of its own, in turn, the best of the rounds (CPU time of the replay call).
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+
+import orjson
 
 from bench.__main__ import create_topics, encoded, expected_for, raw_rate, sustained
 from bench.reading import wait_ready
@@ -66,6 +71,51 @@ async def measure(
         process.wait(30)
 
 
+# Run in each checkout's folder, with its own code first on the path: the replay's rate.
+_CORE = """
+import io, sys, time
+from stream_app.config import Settings
+from stream_app.replay import replay
+try:
+    from stream_app.cli import tune_gc
+except ImportError:
+    tune_gc = lambda: None
+lines = open(sys.argv[1], "rb").read().splitlines()
+tune_gc()
+started = time.process_time()
+replay(lines, Settings(), io.BytesIO(), io.BytesIO())
+print(len(lines) / (time.process_time() - started))
+"""
+
+
+def core_rates(other: Path, records_n: int, rounds: int) -> None:
+    """The core alone: each checkout's replay of the same lines, in turn, best of rounds."""
+    lines = list(generate(records_n, 1_000, seed=3))
+    work = Path(tempfile.mkdtemp(prefix="ab-core-"))
+    source = work / "workload.jsonl"
+    source.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    here = Path(__file__).resolve().parent.parent
+    best: dict[str, float] = {}
+    for round_ in range(rounds):
+        for name, checkout in (("other", other), ("this", here)):
+            done = subprocess.run(
+                [sys.executable, "-c", _CORE, str(source)],
+                cwd=checkout,
+                env={**os.environ, "PYTHONPATH": str(checkout)},
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            rate = float(done.stdout.split()[-1])
+            best[name] = max(best.get(name, 0.0), rate)
+            print(f"{name} round {round_}: replay {rate:,.0f} records/s", flush=True)
+    print(
+        f"core alone, best of {rounds}: other {best['other']:,.0f}, this {best['this']:,.0f} "
+        f"records/s: {best['this'] / best['other']:.2f}x",
+        flush=True,
+    )
+
+
 async def main(other: Path, records_n: int, rounds: int) -> None:
     lines = list(generate(records_n, 1_000, seed=3))
     records, expected = encoded(lines), expected_for(lines)
@@ -94,5 +144,11 @@ if __name__ == "__main__":
     parser.add_argument("other", type=Path, help="a checkout of another commit")
     parser.add_argument("--records", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--core", action="store_true", help="the core alone: each checkout's in-process replay"
+    )
     args = parser.parse_args()
-    asyncio.run(main(args.other.resolve(), args.records, args.rounds))
+    if args.core:
+        core_rates(args.other.resolve(), args.records, args.rounds)
+    else:
+        asyncio.run(main(args.other.resolve(), args.records, args.rounds))
