@@ -13,12 +13,18 @@ sender would otherwise call for every batch of a request in one step of the even
 checkpoint's changelog batches held it 7-32 ms), the loop given back between two
 (``slices.py``). The producers of this app are never idempotent (at-least-once), which is
 when aiokafka would still stamp a batch before building it.
+
+A batch of more than ``BUILT_ASIDE_BYTES`` is built in a thread of its own, while the loop
+goes on: zstd (cramjam) lets go of the GIL while it compresses, 4.6 ns a byte at aiokafka's
+level, about 9 µs of each input record's turns and changelog records, which the main thread
+no longer pays. A partition's batches are still handed over one after the other.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import cast
 
@@ -28,6 +34,11 @@ from aiokafka.structs import RecordMetadata
 from faust.types import TP, ProducerT
 
 from stream_app.slices import Slices
+
+# Batches past this size are built in ``_BUILDER``'s thread: below it, handing one to the
+# thread and back (tens of µs) costs more than the compression it saves the loop.
+BUILT_ASIDE_BYTES = 4096
+_BUILDER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="record-batches")
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +98,10 @@ class RecordBatches:
 
     async def _hand_over(self, tp: TP) -> None:
         batch = self._open.pop(tp)
-        batch._build()  # compressed now, not with the rest of a request (the docstring)
+        # Compressed now, not with the rest of a request; a large batch in a thread.
+        if batch.size() > BUILT_ASIDE_BYTES:
+            await asyncio.get_running_loop().run_in_executor(_BUILDER, batch._build)
+        else:
+            batch._build()
         acknowledged = await self._producer().send_batch(batch, tp.topic, partition=tp.partition)
         self.handed.append(Delivery(tp, batch.record_count(), acknowledged))

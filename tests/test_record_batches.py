@@ -4,6 +4,7 @@ producer that notes what it is handed: no broker is needed to see the order and 
 from __future__ import annotations
 
 import asyncio
+import threading
 from functools import partial
 from typing import Any, cast
 
@@ -92,3 +93,31 @@ def test_handing_over_gives_the_event_loop_back_between_two_batches(
     steps = " ".join(producer.log).split("other task")
     assert producer.log.count("handed") == 3
     assert all(step.count("handed") <= 1 for step in steps), producer.log
+
+
+def test_a_large_batch_is_built_in_a_thread_while_the_event_loop_goes_on() -> None:
+    # zstd lets go of the GIL while it compresses: a large batch is built aside, and the
+    # loop runs other tasks meanwhile; a small one is built in place (the thread's round
+    # trip would cost more).
+    builders: list[tuple[int, str]] = []
+    real = BatchBuilder._build
+
+    def build(self: BatchBuilder) -> Any:
+        builders.append((self.size(), threading.current_thread().name))
+        return real(self)
+
+    producer = Producer(batch_size=1 << 20)
+
+    async def run() -> None:
+        records = batches(producer)
+        await records.append(TP("t", 0), b"k", b"v" * (module.BUILT_ASIDE_BYTES + 1))
+        await records.append(TP("t", 1), b"k", b"v")
+        await records.hand_over_all()
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(BatchBuilder, "_build", build)
+        asyncio.run(run())
+    (large, large_thread), (small, small_thread) = builders[0], builders[-1]
+    assert large > module.BUILT_ASIDE_BYTES and large_thread.startswith("record-batches")
+    assert small < module.BUILT_ASIDE_BYTES and small_thread == threading.main_thread().name
+    assert producer.handed[0][2] == [b"v" * (module.BUILT_ASIDE_BYTES + 1)]
