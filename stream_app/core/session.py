@@ -99,7 +99,8 @@ class EmittedTurn:
     born: int = 0  # its first entry: the turns' order, which ``expire`` walks
     size: int = 0  # bytes of its first revision's Turn JSON: what ``max_open_turn_bytes`` counts
     # Derived, never stored: ``new_messages`` as JSON, joined from its messages' own when
-    # the turn is made (each was serialized once, at intake), else made when first needed.
+    # the turn is made (each was serialized once, at intake), kept until its body is made
+    # (``body_json``); a later revision serializes the messages again.
     messages_json: bytes | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -131,12 +132,16 @@ class EmittedTurn:
         return turn, jsonbytes.dumps({**turn, "new_messages": self._messages_fragment()})
 
     def body_json(self) -> bytes:
-        """The body as ``turn_bodies`` holds it: the same bytes as ``dumps(body)``."""
-        return jsonbytes.dumps({**self.body, "new_messages": self._messages_fragment()})
+        """The body as ``turn_bodies`` holds it: the same bytes as ``dumps(body)``. Its
+        messages' JSON is let go once the body is made (the body is written once): an
+        open turn would otherwise hold its messages twice for its whole window."""
+        body = jsonbytes.dumps({**self.body, "new_messages": self._messages_fragment()})
+        self.messages_json = None
+        return body
 
     def _messages_fragment(self) -> orjson.Fragment:
         if self.messages_json is None:
-            self.messages_json = jsonbytes.dumps(self.body["new_messages"])
+            return orjson.Fragment(jsonbytes.dumps(self.body["new_messages"]))
         return orjson.Fragment(self.messages_json)
 
     def meta(self) -> TurnMeta:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from stream_app.core.session import SessionState
+from stream_app.core.session import EmittedTurn, SessionState
 from stream_app.state.base import SessionStore
 
 
@@ -34,7 +34,10 @@ class MemorySessions(SessionStore):
         return self._sessions.get(session_id)
 
     def put(self, state: SessionState) -> None:
-        state.take_changes()  # nothing to write: the dict is the store
+        made, _ = state.take_changes()  # nothing to write: the dict is the store
+        for entry in made.values():
+            if isinstance(entry, EmittedTurn):
+                entry.messages_json = None  # kept for a body write that never comes
         self._sessions[state.session_id] = state
 
     def delete(self, session_id: str) -> None:
