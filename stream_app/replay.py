@@ -133,8 +133,8 @@ def replay(
             turns.write(orjson.dumps(line) + b"\n")
         for letter in out.dead_letters:
             dlq.write(orjson.dumps(letter) + b"\n")
-        for count, n in out.counts.items():  # Counter.update's checks cost more than this
-            totals[count] += n
+        for count, times in out.counts.items():  # Counter.update's checks cost more
+            totals[count] += times
     totals["sessions_in_state"] = len(pipeline.store)
     return totals
 

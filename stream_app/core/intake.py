@@ -7,7 +7,6 @@ that was wrong; the state-bearing half of the pipeline never sees bad input.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
 from typing import cast
 
 import msgspec
@@ -113,7 +112,7 @@ def _message(
         message,
         message.role,
         message.sequence,
-        lambda: fields,
+        fields,
         record,
         counts,
         policy,
@@ -154,7 +153,7 @@ def _fast_message(
         return None
     fields = cast(JsonObject, doc)  # the Struct took it: an object
     return _session_message(
-        event.conversationId, message, role, sequence, lambda: fields, record, counts, policy
+        event.conversationId, message, role, sequence, fields, record, counts, policy
     )
 
 
@@ -163,13 +162,12 @@ def _session_message(
     message: MessageFields,
     role: Role,
     sequence: int | None,
-    fields: Callable[[], JsonObject],
+    fields: JsonObject,
     record: SourceRecord,
     counts: Counter[Count],
     policy: Policy,
 ) -> SessionMessage:
-    """A checked message as the core keeps it; ``fields``: the event as it came, asked for
-    only when needed (a message with no id, redacted content)."""
+    """A checked message as the core keeps it; ``fields``: the event as it came."""
     message_id = message.messageId
     translated = inference_message(message, role, counts, redact_content=policy.redact_content)
     json = jsonbytes.dumps(translated)
@@ -186,14 +184,12 @@ def _session_message(
         identity=identity(message_id, sequence),
         sequence=sequence,
         message=translated,
-        inference_call_id=inference_call_id(
-            session, message_id, sequence, lambda: fields()["message"]
-        )
+        inference_call_id=inference_call_id(session, message_id, sequence, fields["message"])
         if completes
         else None,
         size=size,
         # A later dead letter carries the record: with content redacted, redacted too.
-        origin=Origin.of(record).with_value(jsonbytes.dumps(redacted_event(fields(), translated)))
+        origin=Origin.of(record).with_value(jsonbytes.dumps(redacted_event(fields, translated)))
         if policy.redact_content
         else Origin.of(record),
         timestamp=record.timestamp,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Protocol, cast
 
 import orjson
@@ -165,12 +165,12 @@ def identity(message_id: str | None, sequence: int | None) -> str | None:
 
 
 def inference_call_id(
-    session_id: str, message_id: str | None, sequence: int | None, raw_message: Callable[[], Json]
+    session_id: str, message_id: str | None, sequence: int | None, raw_message: Json
 ) -> str:
-    """``raw_message``: the message as it came, asked for only when it has no id."""
+    """``raw_message``: the message as it came (hashed when it has neither id)."""
     if message_id:
         return message_id
     if sequence is not None:
         return f"{session_id}:seq:{sequence}"
-    canonical = orjson.dumps(raw_message(), option=orjson.OPT_SORT_KEYS)
+    canonical = orjson.dumps(raw_message, option=orjson.OPT_SORT_KEYS)
     return f"{session_id}:sha256:{hashlib.sha256(canonical).hexdigest()[:16]}"
