@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from stream_app.core import intake
 from stream_app.core.policy import Policy
 from stream_app.core.records import SourceRecord
-from tests.factories import ORG
+from tests.factories import ORG, decision
 from tests.models.test_schema_agreement import json_values, mutate
 
 POLICY = Policy(org_id=ORG)
@@ -202,22 +202,16 @@ def spellings(doc: Any) -> st.SearchStrategy[bytes]:
     )
 
 
+@pytest.mark.parametrize(("kind", "records"), [("messages", events), ("decisions", decisions)])
 @CLOSE
 @given(data=st.data())
-def test_messages_decode_alike_with_and_without_the_fast_path(data: st.DataObject) -> None:
-    doc = data.draw(events())
+def test_records_decode_alike_with_and_without_the_fast_path(
+    kind: str, records: Callable[[], st.SearchStrategy[dict[str, Any]]], data: st.DataObject
+) -> None:
+    doc = data.draw(records())
     if data.draw(st.integers(0, 3)) == 0:
         doc = mutate(doc, data)
-    assert_same_decode("messages", data.draw(spellings(doc)))
-
-
-@CLOSE
-@given(data=st.data())
-def test_decisions_decode_alike_with_and_without_the_fast_path(data: st.DataObject) -> None:
-    doc = data.draw(decisions())
-    if data.draw(st.integers(0, 3)) == 0:
-        doc = mutate(doc, data)
-    assert_same_decode("decisions", data.draw(spellings(doc)))
+    assert_same_decode(kind, data.draw(spellings(doc)))
 
 
 GOOD_EVENT = {
@@ -235,23 +229,14 @@ GOOD_EVENT = {
         "usage": {"inputTokens": 3},
     },
 }
-GOOD_DECISION = {
-    "decision_id": "d1",
-    "org_id": "acme",
-    "session_id": "s1",
-    "user_id": "u",
-    "agent_harness": "claude-code",
-    "file_path": "a.py",
-    "accepted": True,
-    "explicit": True,
-    "interaction_mode": "agent",
-    "commit_sha": None,
-    "call_id": "c1",
-    "edit_retention_score": 1,
-    "observation_delay_ms": 5.0,
-    "occurred_at": "2026-11-29T10:00:00+01:00",
-    "raw": {"password": "hunter2", "tool": "Edit"},
-}
+GOOD_DECISION = decision(
+    org_id=ORG.upper(),
+    occurred_at="2026-11-29T10:00:00+01:00",
+    edit_retention_score=1,
+    observation_delay_ms=5.0,
+    captured_at=None,
+    raw={"password": "hunter2", "tool": "Edit"},
+)
 
 
 @pytest.mark.parametrize(("kind", "doc"), [("messages", GOOD_EVENT), ("decisions", GOOD_DECISION)])
