@@ -43,7 +43,8 @@ R8  Consecutive records of one partition (at most ``RUN_RECORDS``, no hole insid
     ``delivered``. A run is accepted offset by offset under R1 and delivered before anything
     else is awaited, so a rebalance delivers, drops or re-reads it whole.
 R9  Records of other topics (changelogs, replies) are delivered exactly as Faust does (R6
-    aside): a standby that skipped one and applied the next would persist an offset past it.
+    and R13 aside): a standby that skipped one and applied the next would persist an offset
+    past it.
 R10 Before a rebalance or a stop, every applied batch is settled (its effects written, its
     events acknowledged) before Faust waits for unacknowledged events: the consumer asks
     its ``settlement`` and waits for the answer of whoever acknowledges its events.
@@ -51,6 +52,12 @@ R11 A seek runs in the thread that owns the aiokafka consumer while its caller b
     nothing else runs on the event loop before it is done.
 R12 The fetch wait is the app's setting (the app's ``fetch_max_wait_ms``), not Faust's
     fixed 1,500 ms: a broker holds a fetch up to that long when it has nothing new.
+R13 A standby's changelog records are applied by the drain loop itself, a fetch's records
+    of one partition at once, to its table's store (R9's path, Faust's, costs an event,
+    two tasks, a queue and a ``wait_for`` a record): each above the offset recovery holds
+    for the partition, in order, with that offset and the store's moved to the last. Only
+    in the generation they were fetched in, with the flow going and recovery done (R6);
+    otherwise none of them, and R6 reads them again.
 """
 
 from __future__ import annotations
@@ -72,6 +79,7 @@ from faust.types import TP, Message
 from mode import ServiceT
 
 from stream_app.slices import Slices
+from stream_app.state.tables import KeyPartitionedTable
 
 # At most this many records of a partition delivered as one (R8). The agent applies a run
 # without giving the event loop back: 50 keep that step near 3 ms (100: 6 ms, and the loop's
@@ -258,7 +266,8 @@ class Consumer(faust_aiokafka.Consumer):
         Each delivery is awaited rather than raced against the flow's suspension in two
         tasks, as Faust's ``wait_first`` does per message (a tenth of a busy worker's CPU):
         a rebalance's seek reads again whatever it interrupts (R5, R7); and the loop is
-        given back between two runs (``slices.py``), as a delivery may give it back."""
+        given back between two runs (``slices.py``), as a delivery may give it back. A
+        standby's records are gathered and applied before anything else is awaited (R13)."""
         ordered = self.app.topics.acks_enabled_for  # the agents' sources, not changelogs
         standbys = cast(TableManager, self.app.tables).recovery.standby_tps  # kept warm
         stopped: tuple[type[BaseException], ...] = (
@@ -270,15 +279,24 @@ class Consumer(faust_aiokafka.Consumer):
             while not (self.should_stop or fetcher.should_stop):
                 sought: set[TP] = set()  # sought back: the rest of this fetch is stale (R1)
                 run: list[Message] = []  # accepted, not yet delivered: nothing awaits (R8)
+                standby: list[Message] = []  # a standby partition's, not yet applied (R13)
+                generation = self.app.consumer_generation_id
                 async for tp, message in self.getmany(timeout=1.0):
+                    if standby and tp != standby[0].tp:
+                        self._apply_standby(standby, generation, standbys)
+                        standby = []
                     if run and (tp != run[0].tp or len(run) >= RUN_RECORDS):
                         await self._deliver(run)
                         run = []
                         await pause()  # a fetch's records made into messages: 13-20 ms
-                    if not ordered(message.topic):
+                    if tp in standbys:
+                        standby.append(message)
+                    elif not ordered(message.topic):
                         await self._deliver_as_faust_does(tp, message, standbys)
                     elif await self._take(tp, message, run, sought):
                         run.append(message)
+                if standby:
+                    self._apply_standby(standby, generation, standbys)
                 if run:
                     await self._deliver(run)
                 await asyncio.sleep(0)
@@ -365,6 +383,24 @@ class Consumer(faust_aiokafka.Consumer):
         if last is None or message.offset >= last:
             await self.wait_first(self.callback(message), self.suspend_flow.wait())
             self._read_offset[tp] = message.offset
+
+    def _apply_standby(self, records: list[Message], generation: int, standbys: set[TP]) -> None:
+        """R13: a standby partition's records of one fetch, applied to its table at once,
+        or none of them (R6 reads them again)."""
+        tp = records[0].tp
+        if not (
+            tp in standbys
+            and generation == self.app.consumer_generation_id
+            and self.flow_active
+            and self._recovered()
+        ):
+            return
+        recovery = cast(TableManager, self.app.tables).recovery
+        seen = recovery.standby_offsets.get(tp)
+        fresh = records if seen is None else [r for r in records if r.offset > seen]
+        if fresh:
+            cast(KeyPartitionedTable, recovery.tp_to_table[tp]).apply_standby(fresh)
+            recovery.standby_offsets[tp] = self._read_offset[tp] = fresh[-1].offset
 
     def delivered(self, message: Message) -> list[Message]:
         """R8: the records delivered as ``message``, itself and the rest of its run. Every

@@ -11,13 +11,13 @@ partition (murmur2, as ``partition_for``), whatever event is current.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import rocksdict
 from faust.stores import memory, rocksdb
 from faust.tables.table import Table
-from faust.types import TP, StoreT
+from faust.types import TP, Message, StoreT
 from yarl import URL
 
 from stream_app.models.topics import partition_for
@@ -197,6 +197,17 @@ class KeyPartitionedTable(Table[bytes, bytes]):
             last[delivery.tp] = max(last.get(delivery.tp, -1), await delivery.last_offset())
         for tp, offset in last.items():
             self.data.set_persisted_offset(tp, offset)
+
+    def apply_standby(self, records: Sequence[Message]) -> None:
+        """A standby's changelog records of one partition, in offset order, written to its
+        store and its offset noted once (the consumer's rule R13). Faust takes each through
+        its conductor, a queue and recovery's loop (an event, two tasks and a ``wait_for`` a
+        record), which cost a worker keeping standbys twice the CPU of one without."""
+        store = cast(RocksDBStore | MemoryStore, self.data)
+        for record in records:
+            store.write(record.partition, cast(bytes, record.key), record.value)
+        last = records[-1]
+        store.set_persisted_offset(last.tp, last.offset)
 
     def partition_for_key(self, key: bytes) -> int:
         count = self.partitions or self.app.conf.topic_partitions

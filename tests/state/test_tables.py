@@ -11,6 +11,7 @@ import faust
 import orjson
 import pytest
 from faust.types import TP
+from faust.types.tuples import ConsumerMessage
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -18,7 +19,7 @@ from stream_app.app import App
 from stream_app.models.topics import partition_for
 from stream_app.state import entries
 from stream_app.state.sessions import Snapshot, TableCollapse, collapse_key, session_of
-from stream_app.state.tables import KeyPartitionedTable
+from stream_app.state.tables import KeyPartitionedTable, RocksDBStore
 
 PARTITIONS = 4
 # Session ids whose JSON encodings start like one another's, and one with a NUL.
@@ -153,6 +154,27 @@ def test_a_partitions_items_are_the_tables_own_and_no_one_elses(
     assert items
     assert all(session_of(key) in {s.encode() for s in SESSIONS} for key, _ in items)
     assert {partition_for(session_of(key), PARTITIONS) for key, _ in items} == {partition}
+
+
+def test_a_standbys_records_are_written_to_the_store_and_its_offset_noted_once(
+    decisions: KeyPartitionedTable,
+) -> None:
+    key = collapse_key("ab", "nk")
+    gone = collapse_key("ab", "ok")
+    decisions.data[gone] = b"d0"
+    partition = decisions.partition_for_key(key)  # the changelog's: the session's
+    changelog = TP(decisions.changelog_topic.get_topic_name(), partition)
+    records = [
+        ConsumerMessage(
+            changelog.topic, partition, offset, 0.0, 0, [], k, v, None, 1, 1, tp=changelog
+        )
+        for offset, k, v in [(4, key, b"d1"), (5, gone, None), (6, key, b"d2")]
+    ]
+    decisions.apply_standby(records)
+    assert decisions.get(key) == b"d2"
+    assert decisions.get(gone) is None
+    if isinstance(decisions.data, RocksDBStore):  # Faust's memory store keeps no offset
+        assert decisions.data.persisted_offset(changelog) == 6
 
 
 def test_a_rocksdb_partition_writes_without_its_write_ahead_log(tmp_path: Path) -> None:
