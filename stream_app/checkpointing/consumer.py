@@ -222,7 +222,7 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
 
 class Consumer(faust_aiokafka.Consumer):
     """Commits only runs of applied offsets that start at the committed offset, and
-    delivers each agent source partition in order from where it was sought (R1-R12)."""
+    delivers each agent source partition in order from where it was sought (R1-R13)."""
 
     #: Events the agent has marked applied and not yet acknowledged (R2).
     _applied: WeakSet[Message]

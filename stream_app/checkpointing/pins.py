@@ -8,7 +8,7 @@ value would fail deep inside a rebalance. ``tests/checkpointing/test_pins.py`` c
 pin against the installed versions and fails naming it; it also reads ``stream_app/`` for
 private names of those packages, so a use without a pin here fails too. When a pin fails
 after an upgrade, read the upstream change against the rule that relies on it (the
-``consumer.py`` rules are cited as R1-R12) before changing the pin.
+``consumer.py`` rules are cited as R1-R13) before changing the pin.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ PINS: tuple[Pin, ...] = (
         "_drain_messages",
         "coroutine",
         "(self, fetcher)",
-        "overridden: the drain loop, R1 and R4-R9",
+        "overridden: the drain loop, R1, R4-R9 and R13",
         CHECKPOINTING,
         callers=("faust.transport.consumer.Fetcher._fetcher",),
     ),
