@@ -42,9 +42,9 @@ R8  Consecutive records of one partition (at most ``RUN_RECORDS``, no hole insid
     delivered as one event, the run's first record; the agent takes the run from
     ``delivered``. A run is accepted offset by offset under R1 and delivered before anything
     else is awaited, so a rebalance delivers, drops or re-reads it whole.
-R9  Records of other topics (changelogs, replies) are delivered exactly as Faust does (R6
-    and R13 aside): a standby that skipped one and applied the next would persist an offset
-    past it.
+R9  Records of other topics (changelogs, replies) are delivered exactly as Faust does, a
+    standby's aside (R13): a standby that skipped one and applied the next would persist an
+    offset past it.
 R10 Before a rebalance or a stop, every applied batch is settled (its effects written, its
     events acknowledged) before Faust waits for unacknowledged events: the consumer asks
     its ``settlement`` and waits for the answer of whoever acknowledges its events.
@@ -292,7 +292,7 @@ class Consumer(faust_aiokafka.Consumer):
                     if tp in standbys:
                         standby.append(message)
                     elif not ordered(message.topic):
-                        await self._deliver_as_faust_does(tp, message, standbys)
+                        await self._deliver_as_faust_does(tp, message)
                     elif await self._take(tp, message, run, sought):
                         run.append(message)
                 if standby:
@@ -373,12 +373,9 @@ class Consumer(faust_aiokafka.Consumer):
             self._n_acked = 0  # Faust's commit every n acknowledgements, kept
             await self.commit()
 
-    async def _deliver_as_faust_does(self, tp: TP, message: Message, standbys: set[TP]) -> None:
-        """R9: a changelog record (a standby's, or a reply) is delivered as Faust does, but
-        a standby's waits until recovery has resumed the streams (R6), which empties the
-        changelog queue: the standby would otherwise apply later records past lost ones."""
-        if tp in standbys and not self._recovered():
-            return  # read again once the streams are resumed
+    async def _deliver_as_faust_does(self, tp: TP, message: Message) -> None:
+        """R9: a record of another topic (an active partition's changelog, a reply) is
+        delivered as Faust does; a standby's never comes here (R13)."""
         last = self._read_offset[tp]
         if last is None or message.offset >= last:
             await self.wait_first(self.callback(message), self.suspend_flow.wait())
