@@ -205,7 +205,8 @@ class KeyPartitionedTable(Table[bytes, bytes]):
         record), which cost a worker keeping standbys twice the CPU of one without."""
         store = cast(RocksDBStore | MemoryStore, self.data)
         for record in records:
-            store.write(record.partition, cast(bytes, record.key), record.value)
+            if record.key is not None:  # no entry of a table: not this app's, and skipped
+                store.write(record.partition, record.key, record.value)
         last = records[-1]
         store.set_persisted_offset(last.tp, last.offset)
 
