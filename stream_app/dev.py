@@ -93,7 +93,10 @@ class _Lifeline:
 
     Outside asyncio the first signal raises :class:`_Stop` where dev is, except while a child
     is being started (it is raised once the child is known, so it is never left behind);
-    inside :meth:`run_async` it cancels the running coroutine instead.
+    inside :meth:`run_async` it cancels the running coroutine instead. It is never raised
+    inside the event loop: asyncio keeps an exception raised in a task's step on that task,
+    so one raised in a task of the client's would be lost and dev would run on, and one
+    raised while the loop is built or closed leaves it half made (a traceback at exit).
     """
 
     def __init__(self) -> None:
@@ -131,17 +134,21 @@ class _Lifeline:
             raise _Stop
 
     def run_async(self, start: Callable[[], Awaitable[T]]) -> T:
-        """``asyncio.run(start())``, cancelled by the first signal."""
+        """``asyncio.run(start())``, cancelled by the first signal; a signal while the loop
+        is built or closed raises :class:`_Stop` once ``asyncio.run`` has returned."""
 
         async def main() -> T:
             self._task = asyncio.current_task()
             try:
+                if self.signalled:  # before the task was known: no one cancelled it
+                    raise asyncio.CancelledError
                 return await start()
             finally:
                 self._task = None
 
         try:
-            return asyncio.run(main())
+            with self.deferred():
+                return asyncio.run(main())
         except asyncio.CancelledError:
             if self.signalled:
                 raise _Stop from None

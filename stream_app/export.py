@@ -16,7 +16,6 @@ Records produced after that are left for the next export.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -27,7 +26,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 from aiokafka.structs import ConsumerRecord
 
-from stream_app.clients import ClientOptions, client_options
+from stream_app.clients import ClientOptions, client_options, close_consumer
 from stream_app.config import Settings
 from stream_app.core.revisions import Latest, TurnRecord, read_headers
 from stream_app.text import counted
@@ -63,16 +62,17 @@ async def read_to_end(
     )
     where = options["bootstrap_servers"]
     try:
-        await asyncio.wait_for(consumer.start(), CONNECT_TIMEOUT)
+        async with asyncio.timeout(CONNECT_TIMEOUT):
+            await consumer.start()
     except (KafkaError, OSError, TimeoutError):
-        await _stop(consumer)
+        await close_consumer(consumer)
         raise ExportError(f"no Kafka broker answers at {where}") from None
     try:
         return await _read(consumer, topic, where, each, progress)
     except KafkaError as exc:
         raise ExportError(f"{where}: {exc}") from None
     finally:
-        await _stop(consumer)
+        await close_consumer(consumer)
 
 
 async def _read(
@@ -119,11 +119,6 @@ async def _read(
         if reading and now - heard > IDLE_TIMEOUT:
             raise ExportError(f"lost the Kafka broker at {where}: no answer for {IDLE_TIMEOUT:g} s")
     return count
-
-
-async def _stop(consumer: AIOKafkaConsumer) -> None:
-    with contextlib.suppress(KafkaError, OSError, TimeoutError):  # going away anyway
-        await asyncio.wait_for(consumer.stop(), 5.0)
 
 
 async def export(

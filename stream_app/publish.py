@@ -119,7 +119,8 @@ class Publisher:
 
     async def start(self) -> None:
         try:
-            await asyncio.wait_for(self.producer.start(), CONNECT_TIMEOUT)
+            async with asyncio.timeout(CONNECT_TIMEOUT):
+                await self.producer.start()
         except (KafkaError, OSError, TimeoutError):
             await self.stop()
             raise PublishError(f"no Kafka broker answers at {self.where}") from None

@@ -35,7 +35,8 @@ async def answers(bootstrap: str, options: Mapping[str, object], timeout: float)
         bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000), **options
     )
     try:
-        await asyncio.wait_for(client.bootstrap(), timeout)
+        async with asyncio.timeout(timeout):
+            await client.bootstrap()
         return None
     except (TimeoutError, KafkaError, OSError) as exc:
         return str(exc) or type(exc).__name__

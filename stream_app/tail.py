@@ -5,6 +5,10 @@ Failures are one line each, never a traceback. Connecting is tried ``CONNECT_ATT
 all), then tail gives up. A topic the cluster does not have is an error at once. While
 tailing, a broker that stops answering for ``LOST_AFTER`` (10) seconds ends tail. Each of
 these raises :class:`TailError`, which ``stream-app tail`` prints as one line with exit 2.
+
+Each bound is ``asyncio.timeout``, never ``asyncio.wait_for``: on Python 3.11, wait_for
+swallows a cancellation (Ctrl-C, or dev stopping) that arrives as the call it waits on
+completes (CPython issue 86296, fixed in 3.12), and tail would follow on, unstoppable.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 from aiokafka.structs import ConsumerRecord
 
+from stream_app.clients import close_consumer
 from stream_app.config import KafkaOptions
 from stream_app.core.revisions import read_headers
 from stream_app.models.dead_letter import DeadLetterDict
@@ -33,7 +38,6 @@ ATTEMPT_TIMEOUT = 10.0  # seconds one connection attempt may take
 PROBE_AFTER = 2.0  # seconds without records before asking the broker whether it is there
 PROBE_TIMEOUT = 2.0
 LOST_AFTER = 10.0  # seconds of unanswered probes after which the broker is taken for gone
-CLOSE_TIMEOUT = 5.0
 
 
 class TailError(Exception):
@@ -102,7 +106,7 @@ async def tail(
     except KafkaError as exc:
         raise TailError(f"{bootstrap}: {exc}") from None
     finally:
-        await _close(consumer)
+        await close_consumer(consumer)
 
 
 def _quiet_client_log() -> None:
@@ -140,28 +144,15 @@ async def _connect(bootstrap: str, err: IO[str], options: KafkaOptions | None) -
 async def _started(consumer: AIOKafkaConsumer) -> bool:
     """Whether the consumer connected; closed if not (also when tail is cancelled meanwhile)."""
     try:
-        await asyncio.wait_for(consumer.start(), ATTEMPT_TIMEOUT)
+        async with asyncio.timeout(ATTEMPT_TIMEOUT):
+            await consumer.start()
     except (KafkaError, OSError, TimeoutError):
-        await _close(consumer)
+        await close_consumer(consumer)
         return False
     except BaseException:
-        await _close(consumer)
+        await close_consumer(consumer)
         raise
     return True
-
-
-async def _close(consumer: AIOKafkaConsumer) -> None:
-    # Going away anyway: nothing a closing consumer says is worth a line.
-    try:
-        await asyncio.wait_for(consumer.stop(), CLOSE_TIMEOUT)
-    except (KafkaError, OSError, TimeoutError):
-        pass
-    except asyncio.CancelledError:
-        # aiokafka's fetcher awaits the fetch tasks it has just cancelled (a broker that
-        # went away leaves one retrying): only a cancellation of tail itself goes on.
-        task = asyncio.current_task()
-        if task is not None and task.cancelling():
-            raise
 
 
 def _partitions(consumer: AIOKafkaConsumer, topic: str, bootstrap: str) -> list[TopicPartition]:
@@ -207,7 +198,8 @@ async def _follow(
 
 async def _answers(consumer: AIOKafkaConsumer) -> bool:
     try:
-        await asyncio.wait_for(consumer.topics(), PROBE_TIMEOUT)  # a metadata request
+        async with asyncio.timeout(PROBE_TIMEOUT):
+            await consumer.topics()  # a metadata request
     except (KafkaError, OSError, TimeoutError):
         return False
     return True

@@ -6,6 +6,7 @@ one line, exit 2. A broker that goes away while tailing: one line, exit 2, in bo
 
 from __future__ import annotations
 
+import asyncio
 import io
 import os
 import pty
@@ -44,6 +45,12 @@ def _assert_plain_lines(stderr: str) -> list[str]:
     assert all(line.startswith("stream-app tail: ") for line in lines), stderr
     assert "Traceback" not in stderr and "Unclosed" not in stderr, stderr
     return lines
+
+
+def _ctrl_c_reaches() -> None:
+    """A shell's background job (``cmd &``) starts with Ctrl-C ignored, and Python keeps an
+    ignored SIGINT ignored: the suite run so would find a tail that cannot hear Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _read_line(stream: IO[str], deadline: float) -> str:
@@ -176,6 +183,7 @@ def test_tail_follows_turns_and_dead_letters_until_ctrl_c_and_says_so(
         env={**os.environ, "STREAM_APP_TOPIC_DLQ": dlq},
         stdout=subprocess.PIPE,
         stderr=follower,
+        preexec_fn=_ctrl_c_reaches,
     )
     os.close(follower)
     try:
@@ -197,3 +205,30 @@ def test_tail_follows_turns_and_dead_letters_until_ctrl_c_and_says_so(
             process.kill()
             process.wait()
         os.close(leader)
+
+
+def test_ctrl_c_as_the_broker_answers_still_ends_tail() -> None:
+    """A cancellation that comes as connecting completes is not swallowed (CPython 86296:
+    wait_for returns the call's result instead); tail would follow on, and dev, which
+    cancels it to stop, would never end."""
+
+    class Answers:
+        async def start(self) -> None:
+            await asyncio.sleep(0)
+            following.cancel()  # Ctrl-C, in the loop turn the broker answers in
+
+        async def stop(self) -> None:
+            pass
+
+    async def follow() -> None:
+        await tail._started(Answers())  # type: ignore[arg-type]
+        await asyncio.Event().wait()  # tail follows the topic from here, until cancelled
+
+    async def scenario() -> bool:
+        nonlocal following
+        following = asyncio.ensure_future(follow())
+        await asyncio.wait([following], timeout=10)  # a deadline, not a pause
+        return following.cancelled()
+
+    following: asyncio.Future[None]
+    assert asyncio.run(scenario())
