@@ -14,7 +14,6 @@ completes (CPython issue 86296, fixed in 3.12), and tail would follow on, unstop
 from __future__ import annotations
 
 import asyncio
-import logging
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -25,7 +24,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 from aiokafka.structs import ConsumerRecord
 
-from stream_app.clients import close_consumer
+from stream_app.clients import close_consumer, quiet_client_log
 from stream_app.config import KafkaOptions
 from stream_app.core.revisions import read_headers
 from stream_app.models.dead_letter import DeadLetterDict
@@ -85,7 +84,7 @@ async def tail(
     Raises :class:`TailError` when the broker cannot be reached, the topic does not exist
     or the broker goes away (see the module's docstring for the bounds).
     """
-    _quiet_client_log()
+    quiet_client_log()
     consumer = await _connect(bootstrap, err, options)
     try:
         tps = _partitions(consumer, topic, bootstrap)
@@ -107,11 +106,6 @@ async def tail(
         raise TailError(f"{bootstrap}: {exc}") from None
     finally:
         await close_consumer(consumer)
-
-
-def _quiet_client_log() -> None:
-    """aiokafka logs every failed connection with its traceback; tail says it in one line."""
-    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
 
 
 async def _connect(bootstrap: str, err: IO[str], options: KafkaOptions | None) -> AIOKafkaConsumer:
