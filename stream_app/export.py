@@ -161,7 +161,12 @@ async def export(
             counts["not_turns"] += 1
             counts["written"] -= 1
             continue
-        out.write(orjson.dumps({"key": key, "value": orjson.Fragment(record.value)}) + b"\n")
+        out.write(
+            orjson.dumps(
+                {"key": key, "value": orjson.Fragment(record.value)},
+                option=orjson.OPT_APPEND_NEWLINE,
+            )
+        )
     return counts
 
 

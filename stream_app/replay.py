@@ -130,9 +130,9 @@ def replay(
             heap.freeze_survivors()  # the state built so far: the collector walks it no more
         for revision in out.turns:
             line = {"key": revision.key, "value": orjson.Fragment(revision.value)}
-            turns.write(orjson.dumps(line) + b"\n")
+            turns.write(orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE))
         for letter in out.dead_letters:
-            dlq.write(orjson.dumps(letter) + b"\n")
+            dlq.write(orjson.dumps(letter, option=orjson.OPT_APPEND_NEWLINE))
         for count, times in out.counts.items():  # Counter.update's checks cost more
             totals[count] += times
     totals["sessions_in_state"] = len(pipeline.store)

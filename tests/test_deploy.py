@@ -568,3 +568,17 @@ def test_every_alert_has_a_runbook_section() -> None:
             assert r["alert"] in headings, r["alert"]
             assert r["annotations"]["runbook"] == f"docs/operations.md#{r['alert'].lower()}"
             assert r["labels"]["severity"] in ("warning", "critical")
+
+
+def test_every_metric_the_worker_exports_is_in_the_operations_table() -> None:
+    """An operator reads what a series means in docs/operations.md: a metric left out of
+    its table (six were, the event-loop lag among them) is one nobody alerts on."""
+    table = (ROOT / "docs" / "operations.md").read_text()
+    documented = set(re.findall(r"^\| `(stream_app_\w+)", table, flags=re.MULTILINE))
+    families = set()
+    for line in generate_latest(metrics.REGISTRY).decode().splitlines():
+        if line.startswith("# TYPE ") and not line.split()[2].endswith("_created"):
+            families.add(line.split()[2])  # a counter's with its _total, as it is queried
+    assert families, "the registry exported no metric"
+    assert families - documented == set()
+    assert documented - families == set()  # nor a row for a metric that is gone
