@@ -3,8 +3,9 @@
 Each worker runs its own checkout's code (``python -m stream_app worker`` in that folder) on
 a fresh embedded broker, over the same records, in turn, for a few rounds, after one raw
 aiokafka loop; each prints its rate sustained (until every input offset is committed) and
-to the last turn, its CPU per input record and the changelog records and bytes it wrote per
-input record. Both runs share the machine's noise, so read the ratios.
+to the last turn, its CPU per input record, the changelog records and bytes it wrote per
+input record, and its event loop's longest lag. Both runs share the machine's noise, so
+read the ratios.
 
 ``--core``: the core alone instead, each checkout's in-process replay of the same records
 in a process of its own, in turn, the best of the rounds (CPU time of the replay call).
@@ -24,7 +25,14 @@ from pathlib import Path
 
 import orjson
 
-from bench.__main__ import create_topics, encoded, expected_for, raw_rate, sustained
+from bench.__main__ import (
+    create_topics,
+    encoded,
+    expected_for,
+    loop_lag,
+    raw_rate,
+    sustained,
+)
 from bench.reading import wait_ready
 from bench.workload import generate
 from stream_app.embedded_broker import WORKER_SETTINGS, EmbeddedBroker, free_port
@@ -65,7 +73,8 @@ async def measure(
     try:
         wait_ready(port, time.monotonic() + 60)
         await asyncio.sleep(1.0)
-        return await sustained(broker, topics, f"ab-{run}", [process.pid], records, expected)
+        m = await sustained(broker, topics, f"ab-{run}", [process.pid], records, expected)
+        return {**m, "loop_lag_max_ms": loop_lag(port)[1] * 1000}
     finally:
         process.terminate()
         process.wait(30)
@@ -134,7 +143,8 @@ async def main(other: Path, records_n: int, rounds: int) -> None:
                 f"of raw), {m['to_last_turn_records_per_s']:,.0f} to the last turn, "
                 f"{m['worker_cpu_us_per_record']:.0f} µs CPU, "
                 f"{m['changelog_records_per_record']:.2f} changelog records and "
-                f"{m['changelog_bytes_per_record']:.0f} bytes per input record",
+                f"{m['changelog_bytes_per_record']:.0f} bytes per input record; event-loop "
+                f"lag max {m['loop_lag_max_ms']:.0f} ms (0: a worker that does not export it)",
                 flush=True,
             )
 
