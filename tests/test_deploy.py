@@ -463,22 +463,29 @@ def test_kustomize_builds(directory: Path) -> None:
 # -- alerts and the dashboard ----------------------------------------------------------------
 
 
-def exported_series() -> set[str]:
-    """Every series name the worker's /metrics can carry, from its registry as exposed.
-
-    A labelled metric has no sample until a label value is used, but its ``# TYPE`` line is
-    always there; a histogram is queried through its ``_bucket``, ``_count`` and ``_sum``.
-    """
-    names: set[str] = set()
+def exported_types() -> dict[str, str]:
+    """Each metric the worker's /metrics exposes and its type, from the ``# TYPE`` lines of
+    its registry (a labelled metric has no sample until a label value is used, but its
+    ``# TYPE`` line is always there; a counter's name has its ``_total``)."""
+    types: dict[str, str] = {}
     for line in generate_latest(metrics.REGISTRY).decode().splitlines():
         if line.startswith("# TYPE "):
             _, _, name, kind = line.split()
-            if kind in ("histogram", "summary"):
-                names.update(f"{name}{suffix}" for suffix in ("_count", "_sum"))
-                if kind == "histogram":
-                    names.add(f"{name}_bucket")
-            else:
-                names.add(name)
+            types[name] = kind
+    return types
+
+
+def exported_series() -> set[str]:
+    """Every series name the worker's /metrics can carry: a histogram is queried through
+    its ``_bucket``, ``_count`` and ``_sum``."""
+    names: set[str] = set()
+    for name, kind in exported_types().items():
+        if kind in ("histogram", "summary"):
+            names.update(f"{name}{suffix}" for suffix in ("_count", "_sum"))
+            if kind == "histogram":
+                names.add(f"{name}_bucket")
+        else:
+            names.add(name)
     return names
 
 
@@ -575,10 +582,7 @@ def test_every_metric_the_worker_exports_is_in_the_operations_table() -> None:
     its table (six were, the event-loop lag among them) is one nobody alerts on."""
     table = (ROOT / "docs" / "operations.md").read_text()
     documented = set(re.findall(r"^\| `(stream_app_\w+)", table, flags=re.MULTILINE))
-    families = set()
-    for line in generate_latest(metrics.REGISTRY).decode().splitlines():
-        if line.startswith("# TYPE ") and not line.split()[2].endswith("_created"):
-            families.add(line.split()[2])  # a counter's with its _total, as it is queried
+    families = {name for name in exported_types() if not name.endswith("_created")}
     assert families, "the registry exported no metric"
     assert families - documented == set()
     assert documented - families == set()  # nor a row for a metric that is gone
