@@ -49,7 +49,8 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from bench import bounded, compression, peers, redaction, stages
+from bench import bounded, broker, compression, peers, redaction, stages
+from bench.cpu import CpuTimeline, ends, process_cpu_seconds
 from bench.reading import from_the_start, peak_rss_kib, wait_ready
 from bench.workload import generate
 from stream_app import heap
@@ -386,12 +387,12 @@ async def sustained(
     them to the last turn read and until every input offset is committed, with their CPU
     and the changelog records and bytes, all per input record."""
     ends: dict[TopicPartition, int] = {}
-    cpu = sum(_cpu_seconds(pid) for pid in pids)
+    cpu = sum(process_cpu_seconds(pid) for pid in pids)
     reading = asyncio.create_task(read_turns(broker.bootstrap, topics["turns"], expected, 600))
     first = await produce(broker.bootstrap, records, topics, ends=ends)
     last = await reading
     committed = await committed_to_end(broker.bootstrap, group, ends, timeout=600)
-    cpu = sum(_cpu_seconds(pid) for pid in pids) - cpu
+    cpu = sum(process_cpu_seconds(pid) for pid in pids) - cpu
     changelog = await changelog_totals(broker.bootstrap, group)
     n = len(records)
     return {
@@ -465,12 +466,6 @@ async def changelog_totals(bootstrap: str, app_id: str) -> dict[str, int]:
     return totals
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User and system CPU of a process so far (/proc/<pid>/stat, fields 14 and 15)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 async def latency(
     broker: EmbeddedBroker,
     records: list[tuple[str, bytes | None, bytes]],
@@ -481,11 +476,13 @@ async def latency(
     sent: dict[bytes, float] = {}
     arrived: dict[bytes, float] = {}
     async with running(broker, 1, workdir) as workers:
-        reading = asyncio.create_task(
-            read_turns(broker.bootstrap, workers.topics["turns"], expected, 600, arrived)
-        )
-        await produce(broker.bootstrap, records, workers.topics, rate=rate, sent_at=sent)
-        await reading
+        pids = {"worker": workers.processes[0].pid, "broker": broker.pid}
+        with CpuTimeline(pids) as cpu:
+            reading = asyncio.create_task(
+                read_turns(broker.bootstrap, workers.topics["turns"], expected, 600, arrived)
+            )
+            await produce(broker.bootstrap, records, workers.topics, rate=rate, sent_at=sent)
+            await reading
     samples = sorted(arrived[k] - sent[k] for k in sent if k in arrived)
     start = min(sent.values())
     seconds: dict[int, list[float]] = collections.defaultdict(list)
@@ -498,6 +495,11 @@ async def latency(
             "turns": len(xs),
             "p50_ms": 1000 * statistics.median(xs),
             "p99_ms": 1000 * sorted(xs)[int(0.99 * (len(xs) - 1))],
+            # The cores each used that second: tansu's grow with what it holds (broker.py).
+            **{
+                f"{name}_cores": cores[second] if second < len(cores) else None
+                for name, cores in cpu.cores.items()
+            },
         }
         for second, xs in sorted(seconds.items())
     ]
@@ -506,6 +508,7 @@ async def latency(
         "p99_ms": 1000 * samples[int(0.99 * (len(samples) - 1))],
         "samples": len(samples),
         "timeline": timeline,
+        **{f"{name}_cores_first_last_5s": ends(cores) for name, cores in cpu.cores.items()},
     }
 
 
@@ -621,7 +624,10 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         lat = await latency(broker, records[:paced], expected_for(lines[:paced]), one / 2, workdir)
     print(
         f"(d) latency at {one / 2:,.0f} records/s: p50 {lat['p50_ms']:.0f} ms, "
-        f"p99 {lat['p99_ms']:.0f} ms",
+        f"p99 {lat['p99_ms']:.0f} ms; cores in the first and last 5 s: broker "
+        "{:.2f} -> {:.2f}, worker {:.2f} -> {:.2f}".format(
+            *lat["broker_cores_first_last_5s"], *lat["worker_cores_first_last_5s"]
+        ),
         flush=True,
     )
     shutil.rmtree(workdir, ignore_errors=True)
@@ -812,6 +818,11 @@ def table(r: dict[str, Any]) -> str:
             f"{r['latency_half_load']['p50_ms']:.0f} / {r['latency_half_load']['p99_ms']:.0f} ms",
             "",
         ),
+        (
+            "broker cores, first / last 5 s of (d)",
+            "{:.2f} / {:.2f}".format(*r["latency_half_load"]["broker_cores_first_last_5s"]),
+            "",
+        ),
         ("worker peak RSS (e)", f"{r['worker_peak_rss_mib']:.0f} MiB", ""),
         ("state per idle session (e)", f"{r['state']['state_bytes_per_session']:.0f} B", ""),
         (
@@ -884,11 +895,26 @@ if __name__ == "__main__":
         help="only the core's µs per record by stage, and replay against a naive core (no broker)",
     )
     parser.add_argument(
+        "--broker",
+        action="store_true",
+        help="only the embedded broker's CPU, second by second, at a steady rate in and out "
+        "with no worker (--broker-rate records/s for --latency-seconds)",
+    )
+    parser.add_argument(
+        "--broker-rate", type=int, default=5_000, help="records/s for --broker (%(default)s)"
+    )
+    parser.add_argument(
         "--bounded",
         action="store_true",
         help="only a record's cost and changelog writes against its session's size (no broker)",
     )
     arguments = parser.parse_args()
+    if arguments.broker:
+        size = 560  # about the workload's mean record
+        seconds = int(arguments.latency_seconds)
+        cores = asyncio.run(broker.measure(arguments.broker_rate, seconds, size, FETCH_WAIT_MS))
+        print(broker.report(cores, arguments.broker_rate, size))
+        sys.exit(0)
     if arguments.bounded:
         print(bounded.report(bounded.measure()))
         sys.exit(0)

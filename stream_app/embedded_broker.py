@@ -75,6 +75,13 @@ class EmbeddedBroker:
         return f"127.0.0.1:{self.port}"
 
     @property
+    def pid(self) -> int:
+        """The broker's process id, while it runs (``bench`` meters its CPU)."""
+        if self._process is None:
+            raise RuntimeError("the embedded broker is not running")
+        return self._process.pid
+
+    @property
     def url(self) -> str:
         """The address as ``STREAM_APP_BROKER_URL`` takes it."""
         return f"kafka://{self.bootstrap}"
