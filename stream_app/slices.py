@@ -15,9 +15,10 @@ import time
 
 # The longest one task keeps the event loop before giving it back. The agent, the drain
 # loop and a checkpoint may each use a slice in one turn of the loop, and a timer due meanwhile
-# waits up to two turns: at 5 ms the loop's lag reached 35-42 ms, at 2 ms 19-20 ms, with the
-# same records a second (one worker, 30,000 records, runs of 50; python -m bench).
-SLICE_SECONDS = 0.002
+# waits up to two turns: at 5 ms the loop's lag reached 35-42 ms, at 2 ms 11-29 ms, at 1 ms
+# (with runs of 25, ``RUN_RECORDS``) 8-17 ms, for 2-7 % more CPU a record (one worker,
+# 30,000 records, 11 rounds each; python -m bench.ab).
+SLICE_SECONDS = 0.001
 
 
 class Slices:

@@ -82,9 +82,10 @@ from stream_app.slices import Slices
 from stream_app.state.tables import KeyPartitionedTable
 
 # At most this many records of a partition delivered as one (R8). The agent applies a run
-# without giving the event loop back: 50 keep that step near 3 ms (100: 6 ms, and the loop's
-# lag past 20 ms, with no more records a second; python -m bench).
-RUN_RECORDS = 50
+# without giving the event loop back: 25 keep that step near 1.5 ms, within a slice
+# (``slices.py``; 50: 3 ms, 100: 6 ms and the loop's lag past 20 ms, with no more records
+# a second; python -m bench).
+RUN_RECORDS = 25
 
 
 class RunScheduler(DefaultSchedulingStrategy):
