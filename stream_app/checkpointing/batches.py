@@ -16,7 +16,9 @@ begins only from the status before it, and anything else raises (``BatchStateErr
    on (``TableSessions.begin_seal``), and, once the batches sealed so far are SENT, written
    to the tables (each session once) and its changelog records acknowledged; (4b) then
    those batches' events are marked applied and acknowledged to Faust, batch after batch
-   in the order they were sealed, and committed (``checkpoint``, ``_every_interval``).
+   in the order they were sealed, the snapshot is let go a slice at a time
+   (``TableSessions.release``), and the events are committed (``checkpoint``,
+   ``_every_interval``).
 
 So a state on the changelog never names a record whose emissions are not on the broker, and
 an offset is never committed before its record's state is on the changelog. Writing a
@@ -261,6 +263,7 @@ class Checkpoints:
                         break  # FAILED with the rest, however far it got
                     batch.advance(BatchStatus.CHECKPOINTED)
                     del self._sealed[0]  # ``batch``: only seal_now appends, meanwhile
+                await self.store.release(snapshot)  # its records, a slice at a time
                 await self.store.evict()  # what is written need not stay decoded
             except BaseException as exc:
                 await self._failed(exc)

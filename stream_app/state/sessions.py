@@ -452,6 +452,23 @@ class TableSessions(SessionStore):
                 del self._unwritten[session_id]
         self.collapse.settled(snapshot)
 
+    async def release(self, snapshot: Snapshot) -> None:
+        """Lets a settled snapshot go a slice at a time (``slices.py``). Its records, and
+        the entries and turns only they still named, were freed in one step where the
+        next seal replaced the snapshot: 28-34 ms with the loop held, at a checkpoint of
+        5,000 sessions."""
+        if self._snapshot is snapshot:
+            self._snapshot = Snapshot(-1)
+        pause = Slices()
+        for records in (snapshot.entries, snapshot.bodies, snapshot.sessions, snapshot.remembered):
+            while records:
+                records.popitem()
+                await pause()
+        for keys in (snapshot.after, snapshot.dropped_bodies, snapshot.retired, snapshot.forgotten):
+            while keys:
+                keys.pop()
+                await pause()
+
     def forget_if_idle(self) -> bool:
         """Drops every decoded state that is written if no session was read or changed since
         the last call; whether it did. Kept after a burst they only pin memory: the few

@@ -94,6 +94,7 @@ class Store:
         self.write_error = write_error
         self.sealed = asyncio.Event()  # set when a checkpoint has taken its snapshot
         self.written: list[int] = []
+        self.released: list[int] = []
         self.snapshots = 0
 
     def begin_seal(self) -> int:
@@ -111,6 +112,9 @@ class Store:
 
     def settled(self, snapshot: int) -> None:
         pass
+
+    async def release(self, snapshot: int) -> None:
+        self.released.append(snapshot)
 
     async def evict(self) -> None:
         pass
@@ -408,6 +412,29 @@ def test_what_a_checkpoint_acknowledged_is_committed_right_after_it() -> None:
         await asyncio.wait_for(h.consumer.settlement.ask(), timeout=10)  # nothing new
         assert h.consumer.commits == 1  # the first checkpoint's; the second acknowledged nothing
         h.stop_timer()
+
+    asyncio.run(main())
+
+
+def test_a_checkpoint_lets_its_snapshot_go_once_acknowledged_and_a_failed_one_does_not() -> None:
+    # Kept until the next seal replaced it, a snapshot of 5,000 sessions was freed in one
+    # step of that seal: 28-34 ms with the loop held. Each checkpoint now lets its own go,
+    # a slice at a time (``TableSessions.release``), once nothing needs it.
+    async def main() -> None:
+        h = Harness()
+        await h.sealed_batch("m1")
+        h.acks[0].set_result(None)
+        assert await h.checkpoints.checkpoint() == 1
+        assert h.store.released == h.store.written == [1]
+        h.stop_timer()
+
+        failing = Harness(Store(write_error=RuntimeError("the broker refused a record")))
+        await failing.sealed_batch("m1")
+        failing.acks[0].set_result(None)
+        with pytest.raises(RuntimeError):
+            await failing.checkpoints.checkpoint()
+        assert failing.store.released == []
+        failing.stop_timer()
 
     asyncio.run(main())
 

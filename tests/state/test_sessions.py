@@ -417,6 +417,49 @@ def test_a_checkpoint_gives_the_event_loop_back_between_any_two_writes(
     assert all(step.count("send") <= 1 for step in steps), steps
 
 
+def test_a_settled_snapshot_is_let_go_a_slice_at_a_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Kept until the next seal replaced it, a snapshot of 5,000 sessions (their records,
+    # and the entries and turns only they still named) was freed in one step: 28-34 ms
+    # with the event loop held. Released, it goes a record at a time with the loop given
+    # back between two, and the seal after it has nothing left to free.
+    import stream_app.state.sessions as module
+
+    slices_of_nothing(monkeypatch, module)
+    tables = fresh_tables()
+    worker, records = Worker(tables), scenario()
+    worker.run(records, 0, len(records))
+    store = worker.store
+    snapshot = store.seal()
+    asyncio.run(store.write(snapshot))
+    store.settled(snapshot)
+
+    def held() -> int:
+        return sum(
+            len(part)
+            for part in (
+                snapshot.entries,
+                snapshot.bodies,
+                snapshot.sessions,
+                snapshot.remembered,
+                snapshot.after,
+                snapshot.dropped_bodies,
+                snapshot.retired,
+                snapshot.forgotten,
+            )
+        )
+
+    before = held()
+    assert before > 3
+    seen: list[int] = []
+    asyncio.run(beside_another_task(store.release(snapshot), lambda: seen.append(held())))
+    assert held() == 0
+    assert store._snapshot is not snapshot  # the next seal frees nothing of it
+    assert seen[:3] == [before, before - 1, before - 2]  # another task ran after each one
+    assert store.get("s1") is not None  # the state it wrote is unharmed
+
+
 def test_past_the_live_limit_written_states_are_let_go_a_slice_at_a_time(
     tables: Tables, monkeypatch: pytest.MonkeyPatch
 ) -> None:
