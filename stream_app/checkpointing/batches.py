@@ -48,7 +48,7 @@ from faust.types import Message
 from stream_app import logs
 from stream_app.checkpointing.consumer import Consumer
 from stream_app.core.records import Outputs
-from stream_app.slices import Slices
+from stream_app.slices import Slices, let_go
 from stream_app.state.sessions import TableSessions
 
 IN_FLIGHT = 4  # sealed batches being sent at once before the agent waits for the oldest
@@ -263,6 +263,11 @@ class Checkpoints:
                         break  # FAILED with the rest, however far it got
                     batch.advance(BatchStatus.CHECKPOINTED)
                     del self._sealed[0]  # ``batch``: only seal_now appends, meanwhile
+                    # Its events go now, not with every batch of the checkpoint when this
+                    # returns: a checkpoint's 20,000 events, their runs and the consumer's
+                    # weak references to them, freed in one step held the loop 10-17 ms.
+                    batch.messages.clear()
+                    await pause()
                 await self.store.release(snapshot)  # its records, a slice at a time
                 await self.store.evict()  # what is written need not stay decoded
             except BaseException as exc:
@@ -298,15 +303,15 @@ class Checkpoints:
                 return  # failed meanwhile (``fail``): sent again after the restart
             batch.advance(BatchStatus.SENT)
             self.observe(batch)
+            if self.open.messages or self.open.emitted:
+                self.seal_now()  # what arrived while this batch was being sent
+            # What the batch sent is on the broker: until its checkpoint only its events are
+            # needed, not a second of turns and re-keyed records held in memory; let go a
+            # slice at a time (a thousand records' outputs freed at once: 15 ms).
+            await let_go(batch.emitted, batch.forward)
         except BaseException as exc:
             await self._failed(exc)
             raise
-        # What the batch sent is on the broker: until its checkpoint only its events are
-        # needed, not a second of turns and re-keyed records held in memory.
-        batch.emitted.clear()
-        batch.forward.clear()
-        if self.open.messages or self.open.emitted:
-            self.seal_now()  # what arrived while this batch was being sent
 
     async def _every_interval(self) -> None:
         """Step 4 every ``interval`` seconds from the start of the one before (at once if

@@ -424,7 +424,7 @@ def test_a_settled_snapshot_is_let_go_a_slice_at_a_time(
     # and the entries and turns only they still named) was freed in one step: 28-34 ms
     # with the event loop held. Released, it goes a record at a time with the loop given
     # back between two, and the seal after it has nothing left to free.
-    import stream_app.state.sessions as module
+    import stream_app.slices as module
 
     slices_of_nothing(monkeypatch, module)
     tables = fresh_tables()
