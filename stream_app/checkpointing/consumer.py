@@ -53,11 +53,12 @@ R11 A seek runs in the thread that owns the aiokafka consumer while its caller b
 R12 The fetch wait is the app's setting (the app's ``fetch_max_wait_ms``), not Faust's
     fixed 1,500 ms: a broker holds a fetch up to that long when it has nothing new.
 R13 A standby's changelog records are applied by the drain loop itself, a fetch's records
-    of one partition at once, to its table's store (R9's path, Faust's, costs an event,
-    two tasks, a queue and a ``wait_for`` a record): each above the offset recovery holds
-    for the partition, in order, with that offset and the store's moved to the last. Only
-    in the generation they were fetched in, with the flow going and recovery done (R6);
-    otherwise none of them, and R6 reads them again.
+    of one partition ``STANDBY_RECORDS`` at a time, each lot at once, to its table's store
+    (R9's path, Faust's, costs an event, two tasks, a queue and a ``wait_for`` a record):
+    each above the offset recovery holds for the partition, in order, with that offset and
+    the store's moved to the last. Only in the generation they were fetched in, with the
+    flow going and recovery done (R6); otherwise none of that lot nor of any after it in
+    the fetch, and R6 reads them again from the last lot applied.
 """
 
 from __future__ import annotations
@@ -86,6 +87,9 @@ from stream_app.state.tables import KeyPartitionedTable
 # (``slices.py``; 50: 3 ms, 100: 6 ms and the loop's lag past 20 ms, with no more records
 # a second; python -m bench).
 RUN_RECORDS = 25
+# At most this many of a standby partition's records applied in one step (R13): a fetch's
+# thousands, from a peer's checkpoint, held the loop of a worker keeping standbys 37-43 ms.
+STANDBY_RECORDS = 500
 
 
 class RunScheduler(DefaultSchedulingStrategy):
@@ -268,7 +272,8 @@ class Consumer(faust_aiokafka.Consumer):
         tasks, as Faust's ``wait_first`` does per message (a tenth of a busy worker's CPU):
         a rebalance's seek reads again whatever it interrupts (R5, R7); and the loop is
         given back between two runs (``slices.py``), as a delivery may give it back. A
-        standby's records are gathered and applied before anything else is awaited (R13)."""
+        standby's records are gathered and applied, a lot at a time, before anything else
+        is awaited (R13)."""
         ordered = self.app.topics.acks_enabled_for  # the agents' sources, not changelogs
         standbys = cast(TableManager, self.app.tables).recovery.standby_tps  # kept warm
         stopped: tuple[type[BaseException], ...] = (
@@ -283,9 +288,10 @@ class Consumer(faust_aiokafka.Consumer):
                 standby: list[Message] = []  # a standby partition's, not yet applied (R13)
                 generation = self.app.consumer_generation_id
                 async for tp, message in self.getmany(timeout=1.0):
-                    if standby and tp != standby[0].tp:
+                    if standby and (tp != standby[0].tp or len(standby) >= STANDBY_RECORDS):
                         self._apply_standby(standby, generation, standbys)
                         standby = []
+                        await pause()
                     if run and (tp != run[0].tp or len(run) >= RUN_RECORDS):
                         await self._deliver(run)
                         run = []
@@ -383,8 +389,8 @@ class Consumer(faust_aiokafka.Consumer):
             self._read_offset[tp] = message.offset
 
     def _apply_standby(self, records: list[Message], generation: int, standbys: set[TP]) -> None:
-        """R13: a standby partition's records of one fetch, applied to its table at once,
-        or none of them (R6 reads them again)."""
+        """R13: a lot of a standby partition's records of one fetch, applied to its table
+        at once, or none of them (R6 reads them again)."""
         tp = records[0].tp
         if not (
             tp in standbys
