@@ -574,8 +574,9 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     core, expected = core_rate(lines)
     print(f"(c) core alone: {core:,.0f} records/s; {len(expected):,} turns", flush=True)
     naive_core = stages.reference_rate(lines)
+    floor_core = stages.floor_rate(lines)
     by_stage = stages.stage_table(lines[: args.worker_records])
-    print(stages.report(by_stage, core, naive_core), flush=True)
+    print(stages.report(by_stage, core, naive_core, floor_core), flush=True)
 
     n = args.worker_records
     subset = records[:n]
@@ -658,6 +659,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         "core_stages_us_per_record": dict(by_stage),
         "reference_core_records_per_s": naive_core,
         "ratio_core_to_reference": core / naive_core,
+        "floor_core_records_per_s": floor_core,
         "latency_half_load": lat,
         "worker_peak_rss_mib": max(rss_one, rss_two),
         "state": footprint,
@@ -921,7 +923,8 @@ if __name__ == "__main__":
     if arguments.stages:
         lines = list(generate(arguments.records, arguments.sessions, seed=3))
         core = core_rate(lines)[0]
-        print(stages.report(stages.stage_table(lines), core, stages.reference_rate(lines)))
+        naive, bare = stages.reference_rate(lines), stages.floor_rate(lines)
+        print(stages.report(stages.stage_table(lines), core, naive, bare))
         sys.exit(0)
     if arguments.compression:
         lines = list(generate(arguments.records, arguments.sessions, seed=3))
