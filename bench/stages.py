@@ -31,7 +31,7 @@ import contextlib
 import gc
 import io
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -232,9 +232,15 @@ def reference(payload: list[bytes]) -> int:
     return emitted
 
 
-def reference_rate(lines: list[dict[str, Any]]) -> float:
+def _best_rate(core: Callable[[list[bytes]], int], lines: list[dict[str, Any]]) -> float:
+    """Records/s of ``core`` over replay's input lines: CPU time, the best of three, as
+    ``bench.core_rate`` times replay."""
     payload = [orjson.dumps(line) for line in lines]
-    return len(payload) / min(cpu_seconds(lambda: reference(payload)) for _ in range(3))
+    return len(payload) / min(cpu_seconds(lambda: core(payload)) for _ in range(3))
+
+
+def reference_rate(lines: list[dict[str, Any]]) -> float:
+    return _best_rate(reference, lines)
 
 
 class _FloorSession:
@@ -249,7 +255,7 @@ class _FloorSession:
 def floor(payload: list[bytes]) -> int:
     """The core's parts without its bookkeeping over replay's input lines; the number of
     turn revisions emitted (each also written as replay writes a line)."""
-    sessions: dict[str, _FloorSession] = {}
+    sessions: defaultdict[str, _FloorSession] = defaultdict(_FloorSession)
     counts: Counter[Count] = Counter()
     out = io.BytesIO()
     emitted = 0
@@ -272,7 +278,7 @@ def floor(payload: list[bytes]) -> int:
             if role is None:
                 continue
             translated = inference_message(message, role, counts)
-            session = sessions.get(sid) or sessions.setdefault(sid, _FloorSession())
+            session = sessions[sid]
             session.pending.append(orjson.dumps(translated))
             if role != "assistant" or not message.finishReason:
                 continue
@@ -293,7 +299,7 @@ def floor(payload: list[bytes]) -> int:
             except msgspec.ValidationError:
                 continue
             sid = decision.session_id
-            session = sessions.get(sid) or sessions.setdefault(sid, _FloorSession())
+            session = sessions[sid]
             if decision.decision_id in session.decisions:
                 continue  # a redelivery
             session.decisions.add(decision.decision_id)
@@ -309,8 +315,7 @@ def floor(payload: list[bytes]) -> int:
 
 
 def floor_rate(lines: list[dict[str, Any]]) -> float:
-    payload = [orjson.dumps(line) for line in lines]
-    return len(payload) / min(cpu_seconds(lambda: floor(payload)) for _ in range(3))
+    return _best_rate(floor, lines)
 
 
 def report(stages: list[tuple[str, float]], core: float, naive: float, bare: float) -> str:
