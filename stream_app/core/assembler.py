@@ -191,7 +191,8 @@ def _complete_turn(
     )
     limit = policy.max_remembered_identities
     identities = [p.identity for p in pending if p.identity is not None]
-    forgot = state.remember([*identities, "call:" + call_id], limit)
+    identities.append("call:" + call_id)
+    forgot = state.remember(identities, limit)
     if forgot:
         out.counts[Count.IDENTITIES_FORGOTTEN] += forgot
 
@@ -208,7 +209,7 @@ def _complete_turn(
                 state.drop_decision(d)
                 _ambiguous(state, d, [other, turn], now, out)
 
-    for d in [d for rid in turn.reach for d in state.take_waiting(rid)]:
+    for d in state.take_waiting(turn.reach):
         if others := state.turns_reaching(d.call_id):
             state.drop_decision(d)
             _ambiguous(state, d, [*others, turn], now, out)

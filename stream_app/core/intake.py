@@ -189,7 +189,7 @@ def _session_message(
         else None,
         size=size,
         # A later dead letter carries the record: with content redacted, redacted too.
-        origin=Origin.of(record).with_value(jsonbytes.dumps(redacted_event(fields, translated)))
+        origin=Origin.of(record, jsonbytes.dumps(redacted_event(fields, translated)))
         if policy.redact_content
         else Origin.of(record),
         timestamp=record.timestamp,
@@ -277,7 +277,7 @@ def _session_decision(
         "raw": raw,
     }
     # The state keeps the record for a later dead letter; it must not keep a credential.
-    origin = Origin.of(record).with_value(jsonbytes.dumps({**fields, "raw": raw}))
+    origin = Origin.of(record, jsonbytes.dumps({**fields, "raw": raw}))
     return SessionDecision(
         session_id=payload.session_id,
         decision=decision,

@@ -20,6 +20,8 @@ from stream_app.models.decision import DecisionDict
 from stream_app.models.timestamps import format_utc
 from stream_app.models.turn import InferenceMessageDict, TurnDict
 
+_new_tuple = tuple.__new__
+
 TopicKind = Literal["messages", "decisions"]
 Outcome = Literal["contributed", "duplicate", "dead_lettered"]
 
@@ -58,26 +60,27 @@ class Origin(NamedTuple):
     encoding: Encoding
 
     @classmethod
-    def of(cls, record: SourceRecord) -> Origin:
+    def of(cls, record: SourceRecord, value: bytes | None = None) -> Origin:
+        """``value``: bytes to carry instead of the record's own (a redacted copy of a value
+        the core parsed, so UTF-8 as the original was: the key decides the encoding)."""
+        raw_key, raw_value = record.key, record.value if value is None else value
         try:
-            key = None if record.key is None else record.key.decode()
-            value = None if record.value is None else record.value.decode()
+            key = None if raw_key is None else raw_key.decode()
+            text = None if raw_value is None else raw_value.decode()
             encoding: Encoding = "utf-8"
         except UnicodeDecodeError:
-            key = None if record.key is None else base64.b64encode(record.key).decode()
-            value = None if record.value is None else base64.b64encode(record.value).decode()
+            key = None if raw_key is None else base64.b64encode(raw_key).decode()
+            text = None if raw_value is None else base64.b64encode(raw_value).decode()
             encoding = "base64"
-        return cls(record.topic, record.partition, record.offset, key, value, encoding)
+        # Made as the tuple it is: a named tuple's own ``__new__`` is a Python call (every
+        # record makes an origin).
+        fields = (record.topic, record.partition, record.offset, key, text, encoding)
+        return _new_tuple(cls, fields)
 
     def fields(self) -> OriginFields:
         """Its fields in order, as state and ``<id>-sessions`` write an origin (a plain
         tuple: orjson writes no subclass of one)."""
         return (self.source_topic, self.partition, self.offset, self.key, self.value, self.encoding)
-
-    def with_value(self, value: bytes) -> Origin:
-        """The same origin carrying other bytes (a redacted copy of the value)."""
-        text = base64.b64encode(value).decode() if self.encoding == "base64" else value.decode()
-        return self._replace(value=text)
 
 
 Source = tuple[str, int, int]  # (topic, partition, offset) of the record an input came from

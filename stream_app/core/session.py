@@ -177,6 +177,17 @@ class RememberedIdentities:
 
 
 Entry = PendingMessage | StoredDecision | EmittedTurn | RememberedIdentities
+_KINDS: dict[type, EntryKind] = {
+    PendingMessage: MESSAGE,
+    StoredDecision: DECISION,
+    EmittedTurn: TURN,
+    RememberedIdentities: IDENTITY,
+}
+
+
+def kind_of(entry: Entry) -> EntryKind:
+    """The kind an entry is stored under (its key in the entries table)."""
+    return _KINDS[type(entry)]
 
 
 @dataclass(slots=True)
@@ -203,13 +214,10 @@ class SessionState:
     generation: int = 0
     written_next: int = field(default=0, compare=False, repr=False)
     # Entries made, and entries dropped that were made before, since the store last took
-    # them (``take_changes``): an entry made and dropped in between is in neither.
-    made: dict[tuple[EntryKind, int], Entry] = field(
-        default_factory=dict, compare=False, repr=False
-    )
-    dropped: dict[tuple[EntryKind, int], Entry] = field(
-        default_factory=dict, compare=False, repr=False
-    )
+    # them (``take_changes``): an entry made and dropped in between is in neither. Keyed by
+    # entry number alone (numbers are unique across kinds; ``kind_of`` tells the kind).
+    made: dict[int, Entry] = field(default_factory=dict, compare=False, repr=False)
+    dropped: dict[int, Entry] = field(default_factory=dict, compare=False, repr=False)
     # Derived, never stored: the indexes every look-up goes through.
     _reach: dict[str, list[str]] = field(default_factory=dict, compare=False, repr=False)
     # Every remembered identity, oldest first, with the position of its group.
@@ -246,19 +254,17 @@ class SessionState:
 
     # -- entries ---------------------------------------------------------------------
 
-    def _made(self, kind: EntryKind, entry: Entry) -> int:
+    def _made(self, entry: Entry) -> int:
         n = self.next_entry
-        self.next_entry += 1
-        self.made[(kind, n)] = entry
+        self.next_entry = n + 1
+        self.made[n] = entry
         return n
 
-    def _dropped(self, kind: EntryKind, n: int, entry: Entry) -> None:
-        if self.made.pop((kind, n), None) is None:
-            self.dropped[(kind, n)] = entry
+    def _dropped(self, n: int, entry: Entry) -> None:
+        if self.made.pop(n, None) is None:
+            self.dropped[n] = entry
 
-    def take_changes(
-        self,
-    ) -> tuple[dict[tuple[EntryKind, int], Entry], dict[tuple[EntryKind, int], Entry]]:
+    def take_changes(self) -> tuple[dict[int, Entry], dict[int, Entry]]:
         """The entries made and dropped since the last call (a store writes them)."""
         made, dropped = self.made, self.dropped
         self.made, self.dropped = {}, {}
@@ -281,12 +287,12 @@ class SessionState:
     def add_pending(self, p: PendingMessage) -> None:
         """Appends a message, or replaces the pending copy with its identity in place."""
         position = self._pending_by_identity.get(p.identity) if p.identity else None
-        p.entry = self._made(MESSAGE, p)
+        p.entry = self._made(p)
         if position is None:
             position = p.entry
         else:
             old = self.pending_messages[position]
-            self._dropped(MESSAGE, old.entry, old)
+            self._dropped(old.entry, old)
             self.pending_bytes -= old.size
             self.unsequenced -= old.sequence is None
         p.position = position
@@ -298,8 +304,8 @@ class SessionState:
         taken = list(self.pending_messages.values())
         made, dropped = self.made, self.dropped
         for p in taken:  # ``_dropped``, for every message of a turn
-            if made.pop((MESSAGE, p.entry), None) is None:
-                dropped[(MESSAGE, p.entry)] = p
+            if made.pop(p.entry, None) is None:
+                dropped[p.entry] = p
         self.pending_messages = {}
         self._pending_by_identity = {}
         self.pending_bytes = self.unsequenced = 0
@@ -318,20 +324,22 @@ class SessionState:
         new = [i for i in dict.fromkeys(identities) if i not in seen]
         for start in range(0, len(new), IDENTITY_GROUP):
             group = RememberedIdentities(new[start : start + IDENTITY_GROUP])
-            group.entry = group.position = self._made(IDENTITY, group)
-            self.remembered[group.position] = group
-            seen.update(dict.fromkeys(group.identities, group.position))
-        excess = forgot = max(0, len(seen) - limit)
+            group.entry = group.position = n = self._made(group)
+            self.remembered[n] = group
+            seen.update(dict.fromkeys(group.identities, n))
+        excess = forgot = len(seen) - limit
+        if excess <= 0:
+            return 0
         while excess:
             position, oldest = next(iter(self.remembered.items()))
-            self._dropped(IDENTITY, oldest.entry, oldest)
+            self._dropped(oldest.entry, oldest)
             gone, kept = oldest.identities[:excess], oldest.identities[excess:]
             for identity in gone:
                 del seen[identity]
             excess -= len(gone)
             if kept:
                 rest = RememberedIdentities(kept, position=position)
-                rest.entry = self._made(IDENTITY, rest)
+                rest.entry = self._made(rest)
                 self.remembered[position] = rest  # a key kept keeps its place in the order
             else:
                 del self.remembered[position]
@@ -340,20 +348,27 @@ class SessionState:
     # -- decisions -------------------------------------------------------------------
 
     def store_decision(self, d: StoredDecision) -> None:
-        d.entry = self._made(DECISION, d)
+        d.entry = self._made(d)
 
     def drop_decision(self, d: StoredDecision) -> None:
-        self._dropped(DECISION, d.entry, d)
+        self._dropped(d.entry, d)
 
     def add_waiting(self, d: StoredDecision) -> None:
         self.store_decision(d)
         self.waiting_decisions[d.entry] = d
         self._waiting_by_call.setdefault(d.call_id, {})[d.entry] = None
 
-    def take_waiting(self, call_id: str) -> list[StoredDecision]:
-        """The decisions waiting for ``call_id``, in arrival order, no longer waiting."""
-        entries = self._waiting_by_call.pop(call_id, None)
-        return [] if entries is None else [self.waiting_decisions.pop(n) for n in entries]
+    def take_waiting(self, call_ids: list[str]) -> list[StoredDecision]:
+        """The decisions waiting for any of ``call_ids``, id by id in arrival order, no
+        longer waiting (most sessions have none waiting: nothing to look up)."""
+        if not self.waiting_decisions:
+            return []
+        taken: list[StoredDecision] = []
+        for call_id in call_ids:
+            entries = self._waiting_by_call.pop(call_id, None)
+            if entries is not None:
+                taken.extend(self.waiting_decisions.pop(n) for n in entries)
+        return taken
 
     # -- turns -----------------------------------------------------------------------
 
@@ -372,7 +387,7 @@ class SessionState:
 
     def add_turn(self, turn: EmittedTurn) -> None:
         key = turn.call_id
-        turn.entry = turn.born = self._made(TURN, turn)
+        turn.entry = turn.born = self._made(turn)
         self.turns[key] = turn
         self.open_turn_bytes += turn.size
         for rid in turn.reach:
@@ -380,12 +395,12 @@ class SessionState:
 
     def changed_turn(self, turn: EmittedTurn) -> None:
         """A turn's decisions or revision changed: it is a new entry."""
-        self._dropped(TURN, turn.entry, turn)
-        turn.entry = self._made(TURN, turn)
+        self._dropped(turn.entry, turn)
+        turn.entry = self._made(turn)
 
     def drop_turn(self, key: str) -> EmittedTurn:
         turn = self.turns.pop(key)
-        self._dropped(TURN, turn.entry, turn)
+        self._dropped(turn.entry, turn)
         for d in turn.decisions:
             self.drop_decision(d)
         self.open_turn_bytes -= turn.size

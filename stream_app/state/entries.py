@@ -50,6 +50,7 @@ from stream_app.core.session import (
     RememberedIdentities,
     SessionState,
     StoredDecision,
+    kind_of,
     load_turn,
 )
 from stream_app.models.turn import TurnBodyDict
@@ -169,7 +170,8 @@ def changes(
     before, bodies = out["before"], out["bodies"]
     for key in garbage:
         before[key] = None
-    for (kind, n), entry in made.items():
+    for n, entry in made.items():
+        kind = kind_of(entry)
         key = entry_key(sid, epoch, kind, n)
         before.pop(key, None)  # garbage under a key reused: the new entry replaces it
         if isinstance(entry, EmittedTurn):  # its decisions and revision change later
@@ -178,7 +180,8 @@ def changes(
                 bodies[body_key(entry.call_id)] = entry.body_json
         else:
             before[key] = partial(encode, kind, entry, g)
-    for (kind, n), entry in dropped.items():
+    for n, entry in dropped.items():
+        kind = kind_of(entry)
         out["dropped"].append((kind, n))
         out["after"].append(entry_key(sid, epoch, kind, n))
         if not isinstance(entry, EmittedTurn) or state.turns.get(entry.call_id) is entry:
