@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import calendar
 import functools
+import math
 import re
 from datetime import UTC, datetime
 
@@ -68,6 +69,21 @@ def instant_ns(value: str) -> int:
 
 
 def format_utc(epoch_seconds: float) -> str:
-    """The processor's own timestamps: UTC, microseconds, ``Z`` (``isoformat`` in C: a
-    quarter of ``strftime``'s time, and every turn header has one)."""
-    return datetime.fromtimestamp(epoch_seconds, UTC).isoformat(timespec="microseconds")[:-6] + "Z"
+    """The processor's own timestamps: UTC, microseconds, ``Z``, as
+    ``datetime.fromtimestamp(s, UTC).isoformat(timespec="microseconds")`` spells them, with
+    the microseconds rounded as it rounds them (half to even, a carry into the second). The
+    date and time of day are made once a second: every turn header has a timestamp, and
+    timestamps made together share their second (0.9 against 2.9 µs)."""
+    fraction, whole = math.modf(epoch_seconds)
+    micros = round(fraction * 1e6)
+    if micros >= 1_000_000:
+        whole, micros = whole + 1.0, micros - 1_000_000
+    elif micros < 0:
+        whole, micros = whole - 1.0, micros + 1_000_000
+    return f"{_second(int(whole))}.{micros:06d}Z"
+
+
+@functools.lru_cache(maxsize=256)
+def _second(whole: int) -> str:
+    """``YYYY-MM-DDTHH:MM:SS`` of a whole second since the epoch, UTC."""
+    return datetime.fromtimestamp(whole, UTC).isoformat()[:-6]

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
+from datetime import UTC, datetime
 
-from stream_app.models.timestamps import check_datetime, instant_ns
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from stream_app.models.timestamps import check_datetime, format_utc, instant_ns
 
 
 @pytest.mark.parametrize(
@@ -33,3 +37,33 @@ def test_what_is_no_instant_is_refused_each_time_it_is_asked(value: str) -> None
             check_datetime(value)
         with pytest.raises(ValueError):
             instant_ns(value)
+
+
+def _isoformat_utc(epoch_seconds: float) -> str:
+    """What ``format_utc`` spelled before it formatted a second once: the reference."""
+    moment = datetime.fromtimestamp(epoch_seconds, UTC)
+    return moment.isoformat(timespec="microseconds")[:-6] + "Z"
+
+
+@pytest.mark.parametrize(
+    "epoch_seconds",
+    [
+        0.0,
+        1.5,
+        1_700_000_000.0,
+        1_700_000_000.9999995,  # rounds up into the next second
+        1_700_000_000.0000005,
+        1_700_000_000.0000015,
+        1_700_000_059.9999996,  # a carry that changes the minute
+        4_102_444_799.9999999,  # the last instant of 2099, carried into 2100
+        -0.25,
+        -1.0000004,
+    ],
+)
+def test_format_utc_spells_an_instant_as_isoformat_does(epoch_seconds: float) -> None:
+    assert format_utc(epoch_seconds) == _isoformat_utc(epoch_seconds)
+
+
+@given(st.floats(min_value=-1e9, max_value=7.2e9, allow_nan=False))
+def test_format_utc_agrees_with_isoformat_on_any_instant(epoch_seconds: float) -> None:
+    assert format_utc(epoch_seconds) == _isoformat_utc(epoch_seconds)
