@@ -51,7 +51,7 @@ from stream_app.core.translate import inference_message
 from stream_app.models.decision import DecisionPayload
 from stream_app.models.message import LLMMessagePublishedEvent, role_of
 from stream_app.pipeline import Pipeline
-from stream_app.replay import FREEZE_EVERY, record_value
+from stream_app.replay import FREEZE_EVERY, record_value, write_turn
 from stream_app.state import entries
 from stream_app.state.memory import MemorySessions
 
@@ -308,8 +308,7 @@ def floor(payload: list[bytes]) -> int:
             if turn is None:
                 continue
             turn["decisions"].append(stored)
-        rendered = orjson.dumps(turn)
-        out.write(orjson.dumps({"key": sid, "value": orjson.Fragment(rendered)}))
+        write_turn(out, sid, orjson.dumps(turn))
         emitted += 1
     return emitted
 

@@ -128,15 +128,20 @@ def replay(
     for n, out in enumerate(records(lines, settings, pipeline), 1):
         if n % FREEZE_EVERY == 0:
             heap.freeze_survivors()  # the state built so far: the collector walks it no more
-        for revision in out.turns:  # {"key": <key>, "value": <the Turn>}
-            key = orjson.dumps(revision.key)
-            turns.writelines((b'{"key":', key, b',"value":', revision.value, b"}\n"))
+        for revision in out.turns:
+            write_turn(turns, revision.key, revision.value)
         for letter in out.dead_letters:
             dlq.write(orjson.dumps(letter, option=orjson.OPT_APPEND_NEWLINE))
         for count, times in out.counts.items():  # Counter.update's checks cost more
             totals[count] += times
     totals["sessions_in_state"] = len(pipeline.store)
     return totals
+
+
+def write_turn(turns: IO[bytes], key: str, value: bytes) -> None:
+    """One TURNS line, ``{"key": <key>, "value": <the Turn>}``, the Turn's JSON as it is
+    (joined, not parsed and written again)."""
+    turns.writelines((b'{"key":', orjson.dumps(key), b',"value":', value, b"}\n"))
 
 
 def summary(counts: Counter[str]) -> str:
