@@ -44,14 +44,14 @@ from stream_app.config import Settings
 from stream_app.core import wire
 from stream_app.core.completion import render_completion
 from stream_app.core.counts import Count
-from stream_app.core.records import SourceRecord, turn_key
+from stream_app.core.records import SourceRecord, turn_key, turns_line
 from stream_app.core.redaction import redact
 from stream_app.core.session import SessionState
 from stream_app.core.translate import inference_message
 from stream_app.models.decision import DecisionPayload
 from stream_app.models.message import LLMMessagePublishedEvent, role_of
 from stream_app.pipeline import Pipeline
-from stream_app.replay import FREEZE_EVERY, record_value, write_turn
+from stream_app.replay import FREEZE_EVERY, record_value
 from stream_app.state import entries
 from stream_app.state.memory import MemorySessions
 
@@ -308,7 +308,7 @@ def floor(payload: list[bytes]) -> int:
             if turn is None:
                 continue
             turn["decisions"].append(stored)
-        write_turn(out, sid, orjson.dumps(turn))
+        out.write(turns_line(sid, orjson.dumps(turn)))
         emitted += 1
     return emitted
 

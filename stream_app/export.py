@@ -28,6 +28,7 @@ from aiokafka.structs import ConsumerRecord
 
 from stream_app.clients import ClientOptions, client_options, close_consumer
 from stream_app.config import Settings
+from stream_app.core.records import turns_line
 from stream_app.core.revisions import Latest, TurnRecord, read_headers
 from stream_app.text import counted
 
@@ -161,12 +162,7 @@ async def export(
             counts["not_turns"] += 1
             counts["written"] -= 1
             continue
-        out.write(
-            orjson.dumps(
-                {"key": key, "value": orjson.Fragment(record.value)},
-                option=orjson.OPT_APPEND_NEWLINE,
-            )
-        )
+        out.write(turns_line(key, record.value))
     return counts
 
 

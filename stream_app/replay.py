@@ -17,7 +17,7 @@ from stream_app import heap
 from stream_app.config import Settings
 from stream_app.core.counts import Count
 from stream_app.core.dead_letter import rejected
-from stream_app.core.records import Origin, Outputs, SourceRecord
+from stream_app.core.records import Origin, Outputs, SourceRecord, turns_line
 from stream_app.models.dead_letter import Reason
 from stream_app.models.json_types import Json
 from stream_app.pipeline import Pipeline
@@ -129,19 +129,13 @@ def replay(
         if n % FREEZE_EVERY == 0:
             heap.freeze_survivors()  # the state built so far: the collector walks it no more
         for revision in out.turns:
-            write_turn(turns, revision.key, revision.value)
+            turns.write(turns_line(revision.key, revision.value))
         for letter in out.dead_letters:
             dlq.write(orjson.dumps(letter, option=orjson.OPT_APPEND_NEWLINE))
         for count, times in out.counts.items():  # Counter.update's checks cost more
             totals[count] += times
     totals["sessions_in_state"] = len(pipeline.store)
     return totals
-
-
-def write_turn(turns: IO[bytes], key: str, value: bytes) -> None:
-    """One TURNS line, ``{"key": <key>, "value": <the Turn>}``, the Turn's JSON as it is
-    (joined, not parsed and written again)."""
-    turns.writelines((b'{"key":', orjson.dumps(key), b',"value":', value, b"}\n"))
 
 
 def summary(counts: Counter[str]) -> str:

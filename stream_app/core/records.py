@@ -144,6 +144,13 @@ def turn_key(session_id: str, inference_call_id: str) -> bytes:
     return jsonbytes.dumps([session_id, inference_call_id])
 
 
+def turns_line(key: str, value: bytes) -> bytes:
+    """One line of a TURNS file (``stream-app replay``'s output, ``stream-app export``'s):
+    ``{"key": <key>, "value": <the Turn>}``, the Turn's JSON as it is, not parsed and
+    written again."""
+    return b"".join((b'{"key":', orjson.dumps(key), b',"value":', value, b"}\n"))
+
+
 @dataclass(slots=True)
 class TurnRevision:
     session_id: str
