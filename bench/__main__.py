@@ -49,7 +49,7 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from bench import bounded, broker, compression, peers, redaction, stages
+from bench import bounded, broker, compression, paced, peers, redaction, stages
 from bench.cpu import CpuTimeline, ends, process_cpu_seconds
 from bench.reading import from_the_start, peak_rss_kib, wait_ready
 from bench.workload import generate
@@ -503,9 +503,14 @@ async def latency(
         }
         for second, xs in sorted(seconds.items())
     ]
+    last = max(seconds)
+    head = sorted(x for second, xs in seconds.items() if second < 5 for x in xs)
+    tail = sorted(x for second, xs in seconds.items() if second > last - 5 for x in xs)
     return {
         "p50_ms": 1000 * statistics.median(samples),
         "p99_ms": 1000 * samples[int(0.99 * (len(samples) - 1))],
+        # Beside the broker's cores of the same seconds: how much of the tail is it slowing.
+        "p99_ms_first_last_5s": [1000 * xs[int(0.99 * (len(xs) - 1))] for xs in (head, tail)],
         "samples": len(samples),
         "timeline": timeline,
         **{f"{name}_cores_first_last_5s": ends(cores) for name, cores in cpu.cores.items()},
@@ -821,6 +826,11 @@ def table(r: dict[str, Any]) -> str:
             "",
         ),
         (
+            "latency p99, first / last 5 s of (d)",
+            "{:.0f} / {:.0f} ms".format(*r["latency_half_load"]["p99_ms_first_last_5s"]),
+            "",
+        ),
+        (
             "broker cores, first / last 5 s of (d)",
             "{:.2f} / {:.2f}".format(*r["latency_half_load"]["broker_cores_first_last_5s"]),
             "",
@@ -906,6 +916,12 @@ if __name__ == "__main__":
         "--broker-rate", type=int, default=5_000, help="records/s for --broker (%(default)s)"
     )
     parser.add_argument(
+        "--paced",
+        action="store_true",
+        help="only the core's CPU a record in bursts, as at half load, against flat out "
+        "(no broker)",
+    )
+    parser.add_argument(
         "--bounded",
         action="store_true",
         help="only a record's cost and changelog writes against its session's size (no broker)",
@@ -919,6 +935,10 @@ if __name__ == "__main__":
         sys.exit(0)
     if arguments.bounded:
         print(bounded.report(bounded.measure()))
+        sys.exit(0)
+    if arguments.paced:
+        lines = list(generate(paced.RECORDS, arguments.sessions, seed=3))
+        print(paced.report(paced.measure(lines), len(lines)))
         sys.exit(0)
     if arguments.stages:
         lines = list(generate(arguments.records, arguments.sessions, seed=3))
