@@ -286,6 +286,7 @@ def create_app(settings: Settings) -> faust.App:
             "startup",
             app_id=settings.id,
             broker=settings.broker_url,
+            loop=type(asyncio.get_running_loop()).__module__.partition(".")[0],
             org_id=policy.org_id,
             partitions=partitions,
             store=settings.store,

@@ -180,6 +180,12 @@ def test_the_example_through_a_worker_equals_replay(
             assert_valid_turn(turn)
             assert key == turn_key("sess-7f3a", turn["inference_call_id"])
             assert partition == partition_for(b"sess-7f3a", PARTITIONS)  # the session's
+        (startup,) = (
+            orjson.loads(line)
+            for line in p.workers[0].log.read_text().splitlines()
+            if line.startswith('{"') and '"event":"startup"' in line
+        )
+        assert startup["loop"] == "uvloop"  # cli.use_uvloop, before the app made a loop
     finally:
         p.close()
 
