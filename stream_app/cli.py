@@ -141,9 +141,10 @@ def _worker(args: argparse.Namespace) -> int:
 def use_uvloop() -> None:
     """The worker's event loop is uvloop's, chosen as mode (Faust's service layer) chooses
     loops (``mode.loop.use``, what ``faust worker -L uvloop`` does), before the app makes
-    one. It runs a turn of the loop in C: against asyncio's own loop, one worker's event-loop
-    lag max 10-11 ms against 12-21, and 5 % less CPU a record (``python -m bench.ab``, four
-    rounds; ``docs/benchmarks.md``, tenth round)."""
+    one. A task woken by a timer runs in the same turn of the loop, not the next, so a long
+    step delays it once, not twice: against asyncio's loop, one worker's event-loop lag max
+    10 ms against 13 (medians of 14 rounds), 2-8 % less CPU a record (``python -m
+    bench.ab``; ``docs/benchmarks.md``, tenth round)."""
     if sys.platform != "win32":  # uvloop is not built for Windows
         import mode.loop
 
