@@ -1,6 +1,7 @@
 """``python -m bench``: the worker's speed against a raw Kafka loop, measured in one run.
 
-On the embedded broker, over the same generated workload:
+On the embedded broker, a fresh one for each measurement (or on your own cluster, with
+``--bootstrap``: ``bench/cluster.py``), over the same generated workload:
 
 - (a) raw: aiokafka ``getmany`` -> ``orjson.loads`` -> ``send`` without awaiting each -> flush;
 - (b) the worker end to end, one process and two, **sustained**: from the first record
@@ -39,7 +40,6 @@ import sys
 import tempfile
 import time
 import urllib.request
-import uuid
 from collections.abc import AsyncIterator
 from functools import partial
 from pathlib import Path
@@ -49,16 +49,17 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from bench import bounded, broker, compression, paced, peers, redaction, stages
+from bench import bounded, broker, cluster, compression, paced, peers, redaction, stages
+from bench.cluster import Cluster
 from bench.cpu import CpuTimeline, ends, process_cpu_seconds
 from bench.reading import from_the_start, peak_rss_kib, wait_ready
 from bench.workload import generate
 from stream_app import heap
-from stream_app.cli import tune_gc
+from stream_app.cli import bootstrap_argument, tune_gc
 from stream_app.config import Settings
 from stream_app.core.policy import Policy
 from stream_app.core.records import SourceRecord, TopicKind, turn_key
-from stream_app.embedded_broker import WORKER_SETTINGS, EmbeddedBroker, free_port
+from stream_app.embedded_broker import WORKER_SETTINGS, free_port
 from stream_app.pipeline import Pipeline
 from stream_app.replay import record_value, replay
 from stream_app.state.memory import MemorySessions
@@ -149,17 +150,17 @@ def _rss_kib() -> int:
 # -- broker helpers -----------------------------------------------------------------------
 
 
-async def create_topics(bootstrap: str, names: list[str]) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+async def create_topics(on: Cluster, names: list[str]) -> None:
+    admin = AIOKafkaAdminClient(**on.options)
     await admin.start()
     try:
-        await admin.create_topics([NewTopic(n, PARTITIONS, 1) for n in names])
+        await admin.create_topics([NewTopic(n, PARTITIONS, on.replication) for n in names])
     finally:
         await admin.close()
 
 
 async def produce(
-    bootstrap: str,
+    on: Cluster,
     records: list[tuple[str, bytes | None, bytes]],
     topics: dict[str, str],
     rate: float | None = None,
@@ -168,7 +169,7 @@ async def produce(
 ) -> float:
     """Produces all records (at ``rate`` per second if given); returns when the first went.
     ``ends`` gets each partition's end: the offset after the last record produced to it."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, max_batch_size=262144)
+    producer = AIOKafkaProducer(**on.options, linger_ms=5, max_batch_size=262144)
     await producer.start()
     first = time.monotonic()
     acks = []
@@ -196,14 +197,14 @@ async def produce(
 
 
 async def read_turns(
-    bootstrap: str,
+    on: Cluster,
     topic: str,
     expected: dict[str, int],
     timeout: float,
     arrived_at: dict[bytes, float] | None = None,
 ) -> float:
     """Reads the turn topic until every expected turn has its final decision count."""
-    consumer = await from_the_start(bootstrap, topic, PARTITIONS, FETCH_WAIT_MS)
+    consumer = await from_the_start(on.options, topic, PARTITIONS, FETCH_WAIT_MS)
     seen: dict[str, int] = {}
     deadline = time.monotonic() + timeout
     try:
@@ -229,21 +230,21 @@ async def read_turns(
 # -- (a) raw baseline ---------------------------------------------------------------------
 
 
-async def raw_rate(bootstrap: str, records: list[tuple[str, bytes | None, bytes]]) -> float:
-    run = uuid.uuid4().hex[:6]
-    source, sink = f"raw-in-{run}", f"raw-out-{run}"
-    await create_topics(bootstrap, [source, sink])
-    await produce(bootstrap, records, {"messages": source, "decisions": source})
+async def raw_rate(on: Cluster, records: list[tuple[str, bytes | None, bytes]]) -> float:
+    run = on.new_run()
+    source, sink = f"{run}-raw-in", f"{run}-raw-out"
+    await create_topics(on, [source, sink])
+    await produce(on, records, {"messages": source, "decisions": source})
     consumer = AIOKafkaConsumer(
         source,
-        bootstrap_servers=bootstrap,
-        group_id=f"raw-{run}",
+        **on.options,
+        group_id=run,
         auto_offset_reset="earliest",
         enable_auto_commit=False,
         max_partition_fetch_bytes=4 * 1048576,
         fetch_max_wait_ms=FETCH_WAIT_MS,
     )
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, max_batch_size=262144)
+    producer = AIOKafkaProducer(**on.options, linger_ms=5, max_batch_size=262144)
     await consumer.start()
     await producer.start()
     try:
@@ -274,28 +275,22 @@ async def raw_rate(bootstrap: str, records: list[tuple[str, bytes | None, bytes]
 class Workers:
     def __init__(
         self,
-        broker: EmbeddedBroker,
+        on: Cluster,
         count: int,
         workdir: Path,
         settings: dict[str, str] | None = None,
     ) -> None:
-        run = uuid.uuid4().hex[:6]
-        self.group = f"bench-{run}"  # the app id: Faust's consumer group
-        self.topics = {
-            "messages": f"m-{run}",
-            "decisions": f"d-{run}",
-            "turns": f"t-{run}",
-            "dlq": f"q-{run}",
-        }
-        self.broker = broker
+        run = on.new_run()
+        self.group = run  # the app id: Faust's consumer group, and its changelogs' prefix
+        self.topics = {kind: f"{run}-{kind}" for kind in ("messages", "decisions", "turns", "dlq")}
         self.processes: list[subprocess.Popen[bytes]] = []
         self.ports: list[int] = []
         for i in range(count):
             port = free_port()
             env = {
                 **os.environ,
-                **WORKER_SETTINGS,
-                "STREAM_APP_BROKER_URL": broker.url,
+                **on.worker_env,
+                "STREAM_APP_BROKER_URL": on.bootstrap,
                 "STREAM_APP_ID": self.group,
                 "STREAM_APP_TOPIC_MESSAGES": self.topics["messages"],
                 "STREAM_APP_TOPIC_DECISIONS": self.topics["decisions"],
@@ -338,12 +333,12 @@ class Workers:
 
 @contextlib.asynccontextmanager
 async def running(
-    broker: EmbeddedBroker, count: int, workdir: Path, settings: dict[str, str] | None = None
+    on: Cluster, count: int, workdir: Path, settings: dict[str, str] | None = None
 ) -> AsyncIterator[Workers]:
     """``count`` ready workers on their own topics (``settings``: more ``STREAM_APP_*``);
     stopped on the way out."""
-    workers = Workers(broker, count, workdir, settings)
-    await create_topics(broker.bootstrap, list(workers.topics.values()))
+    workers = Workers(on, count, workdir, settings)
+    await create_topics(on, list(workers.topics.values()))
     try:
         workers.wait_ready()
         yield workers
@@ -352,7 +347,7 @@ async def running(
 
 
 async def worker_rate(
-    broker: EmbeddedBroker,
+    on: Cluster,
     records: list[tuple[str, bytes | None, bytes]],
     expected: dict[str, int],
     count: int,
@@ -362,10 +357,10 @@ async def worker_rate(
     committed every input partition to its end, which comes after the state of every
     record is on the changelogs. With their CPU per input record (from /proc) and what the
     changelogs took per input record."""
-    async with running(broker, count, workdir) as workers:
+    async with running(on, count, workdir) as workers:
         await asyncio.sleep(1.0)  # let a second worker's join settle before timing
         pids = [p.pid for p in workers.processes]
-        m = await sustained(broker, workers.topics, workers.group, pids, records, expected)
+        m = await sustained(on, workers.topics, workers.group, pids, records, expected)
         lag = [loop_lag(port) for port in workers.ports]
         return {
             **m,
@@ -376,7 +371,7 @@ async def worker_rate(
 
 
 async def sustained(
-    broker: EmbeddedBroker,
+    on: Cluster,
     topics: dict[str, str],
     group: str,
     pids: list[int],
@@ -388,12 +383,12 @@ async def sustained(
     and the changelog records and bytes, all per input record."""
     ends: dict[TopicPartition, int] = {}
     cpu = sum(process_cpu_seconds(pid) for pid in pids)
-    reading = asyncio.create_task(read_turns(broker.bootstrap, topics["turns"], expected, 600))
-    first = await produce(broker.bootstrap, records, topics, ends=ends)
+    reading = asyncio.create_task(read_turns(on, topics["turns"], expected, 600))
+    first = await produce(on, records, topics, ends=ends)
     last = await reading
-    committed = await committed_to_end(broker.bootstrap, group, ends, timeout=600)
+    committed = await committed_to_end(on, group, ends, timeout=600)
     cpu = sum(process_cpu_seconds(pid) for pid in pids) - cpu
-    changelog = await changelog_totals(broker.bootstrap, group)
+    changelog = await changelog_totals(on, group)
     n = len(records)
     return {
         "to_last_turn_records_per_s": n / (last - first),
@@ -423,10 +418,10 @@ def loop_lag(port: int) -> tuple[float, float]:
 
 
 async def committed_to_end(
-    bootstrap: str, group: str, ends: dict[TopicPartition, int], timeout: float
+    on: Cluster, group: str, ends: dict[TopicPartition, int], timeout: float
 ) -> float:
     """When ``group`` has committed every partition of ``ends`` to its end."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = AIOKafkaAdminClient(**on.options)
     await admin.start()
     deadline = time.monotonic() + timeout
     try:
@@ -445,13 +440,13 @@ async def committed_to_end(
 CHANGELOGS = ("sessions", "entries", "turn_bodies", "decisions")
 
 
-async def changelog_totals(bootstrap: str, app_id: str) -> dict[str, int]:
+async def changelog_totals(on: Cluster, app_id: str) -> dict[str, int]:
     """Records and bytes (keys and values) on the app's table changelogs, read until idle
     (tansu answers ListOffsets short, BROKER-NOTES.md)."""
     totals = {"records": 0, "bytes": 0}
     for table in CHANGELOGS:
         consumer = await from_the_start(
-            bootstrap, f"{app_id}-{table}-changelog", PARTITIONS, FETCH_WAIT_MS
+            on.options, f"{app_id}-{table}-changelog", PARTITIONS, FETCH_WAIT_MS
         )
         try:
             idle_since = time.monotonic()
@@ -472,7 +467,7 @@ def _p99_ms(latencies: list[float]) -> float:
 
 
 async def latency(
-    broker: EmbeddedBroker,
+    on: Cluster,
     records: list[tuple[str, bytes | None, bytes]],
     expected: dict[str, int],
     rate: float,
@@ -480,13 +475,15 @@ async def latency(
 ) -> dict[str, Any]:
     sent: dict[bytes, float] = {}
     arrived: dict[bytes, float] = {}
-    async with running(broker, 1, workdir) as workers:
-        pids = {"worker": workers.processes[0].pid, "broker": broker.pid}
+    async with running(on, 1, workdir) as workers:
+        pids = {"worker": workers.processes[0].pid}
+        if on.broker_pid is not None:
+            pids["broker"] = on.broker_pid
         with CpuTimeline(pids) as cpu:
             reading = asyncio.create_task(
-                read_turns(broker.bootstrap, workers.topics["turns"], expected, 600, arrived)
+                read_turns(on, workers.topics["turns"], expected, 600, arrived)
             )
-            await produce(broker.bootstrap, records, workers.topics, rate=rate, sent_at=sent)
+            await produce(on, records, workers.topics, rate=rate, sent_at=sent)
             await reading
     samples = sorted(arrived[k] - sent[k] for k in sent if k in arrived)
     start = min(sent.values())
@@ -526,25 +523,25 @@ async def latency(
 
 
 async def peer_rate(
-    broker: EmbeddedBroker,
+    on: Cluster,
     records: list[tuple[str, bytes | None, bytes]],
     kind: str,
     workdir: Path,
 ) -> tuple[float, float]:
     """Records/s of a ``bench/peers.py`` app, timed as the worker is, and its peak RSS."""
-    run = uuid.uuid4().hex[:6]
-    topics = {"messages": f"m-{run}", "decisions": f"d-{run}", "output": f"o-{run}"}
-    await create_topics(broker.bootstrap, list(topics.values()))
+    run = on.new_run()
+    topics = {kind: f"{run}-{kind}" for kind in ("messages", "decisions", "output")}
+    await create_topics(on, list(topics.values()))
     expected = collections.Counter(
         (key, peers.expected_output(kind, value)) for _, key, value in records
     )
-    peer = peers.Peer(kind, broker.bootstrap, topics, PARTITIONS, workdir)
+    peer = peers.Peer(kind, on, run, topics, PARTITIONS, workdir)
     try:
         peer.wait_ready()
         await asyncio.sleep(1.0)  # as for the worker
         reading = asyncio.create_task(
             peers.read_outputs(
-                broker.bootstrap,
+                on.options,
                 topics["output"],
                 PARTITIONS,
                 expected,
@@ -553,7 +550,7 @@ async def peer_rate(
                 alive=peer.alive,
             )
         )
-        first = await produce(broker.bootstrap, records, topics)
+        first = await produce(on, records, topics)
         last, read = await reading
         if read != len(records):
             print(f"    ({kind}: {read:,} outputs read for {len(records):,} records)")
@@ -592,15 +589,14 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     subset = records[:n]
     subset_expected = expected_for(lines[:n]) if n < len(records) else expected
     workdir = Path(tempfile.mkdtemp(prefix="bench-"))
-    # A fresh broker for each measurement: tansu keeps everything in memory and slows as
-    # it grows, which would penalise whatever runs last.
-    with EmbeddedBroker(log=workdir / "broker-raw.log") as broker:
-        raw = await raw_rate(broker.bootstrap, records)
+    # A fresh embedded broker for each measurement (bench/cluster.py).
+    async with cluster.fresh(args.bootstrap, workdir / "broker-raw.log") as on:
+        raw = await raw_rate(on, records)
     print(f"(a) raw aiokafka loop: {raw:,.0f} records/s", flush=True)
     measured = {}
     for count in (1, 2):
-        with EmbeddedBroker(log=workdir / f"broker-x{count}.log") as broker:
-            m = await worker_rate(broker, subset, subset_expected, count, workdir)
+        async with cluster.fresh(args.bootstrap, workdir / f"broker-x{count}.log") as on:
+            m = await worker_rate(on, subset, subset_expected, count, workdir)
         measured[count] = m
         print(
             f"(b) worker x{count}: {m['records_per_s']:,.0f} records/s sustained "
@@ -614,8 +610,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     rss_one, rss_two = measured[1]["peak_rss_mib"], measured[2]["peak_rss_mib"]
     faust_peers: dict[str, dict[str, float]] = {}
     for letter, kind in zip("fg", peers.KINDS, strict=True):
-        with EmbeddedBroker(log=workdir / f"broker-{kind}.log") as broker:
-            rate, rss = await peer_rate(broker, subset, kind, workdir)
+        async with cluster.fresh(args.bootstrap, workdir / f"broker-{kind}.log") as on:
+            rate, rss = await peer_rate(on, subset, kind, workdir)
         faust_peers[kind] = {"records_per_s": rate, "ratio_to_raw": rate / raw, "peak_rss_mib": rss}
         print(
             f"({letter}) {peers.KINDS[kind].lower()}: {rate:,.0f} records/s "
@@ -631,14 +627,16 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     paced = min(len(records), int(one / 2 * args.latency_seconds))
     gc.collect()
     gc.freeze()  # this process's own pauses would be timed as the worker's latency
-    with EmbeddedBroker(log=workdir / "broker-latency.log") as broker:
-        lat = await latency(broker, records[:paced], expected_for(lines[:paced]), one / 2, workdir)
+    async with cluster.fresh(args.bootstrap, workdir / "broker-latency.log") as on:
+        lat = await latency(on, records[:paced], expected_for(lines[:paced]), one / 2, workdir)
+    cores = ", ".join(
+        "{} {:.2f} -> {:.2f}".format(name, *lat[f"{name}_cores_first_last_5s"])
+        for name in ("broker", "worker")
+        if f"{name}_cores_first_last_5s" in lat
+    )
     print(
         f"(d) latency at {one / 2:,.0f} records/s: p50 {lat['p50_ms']:.0f} ms, "
-        f"p99 {lat['p99_ms']:.0f} ms; cores in the first and last 5 s: broker "
-        "{:.2f} -> {:.2f}, worker {:.2f} -> {:.2f}".format(
-            *lat["broker_cores_first_last_5s"], *lat["worker_cores_first_last_5s"]
-        ),
+        f"p99 {lat['p99_ms']:.0f} ms; cores in the first and last 5 s: {cores}",
         flush=True,
     )
     shutil.rmtree(workdir, ignore_errors=True)
@@ -647,6 +645,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
             "platform": platform.platform(),
+            "broker": args.bootstrap or "embedded",
         },
         "workload": {
             "records": len(records),
@@ -677,7 +676,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-async def soak(sessions: int, ttl: float) -> dict[str, Any]:
+async def soak(sessions: int, ttl: float, bootstrap: str | None) -> dict[str, Any]:
     """(s) RSS of one worker against the sessions it holds, and after they all expired.
 
     Idle sessions (one finished call each) arrive in batches of ``SOAK_STEP``; the worker's
@@ -691,57 +690,59 @@ async def soak(sessions: int, ttl: float) -> dict[str, Any]:
         "STREAM_APP_SWEEP_INTERVAL_SECONDS": "10",
     }
     rows: list[dict[str, float]] = []
-    with EmbeddedBroker(log=workdir / "broker-soak.log") as broker:
-        async with running(broker, 1, workdir, settings) as workers:
-            pid, port = workers.processes[0].pid, workers.ports[0]
-            started = time.monotonic()
+    async with (
+        cluster.fresh(bootstrap, workdir / "broker-soak.log") as on,
+        running(on, 1, workdir, settings) as workers,
+    ):
+        pid, port = workers.processes[0].pid, workers.ports[0]
+        started = time.monotonic()
 
-            def sample(phase: str) -> dict[str, float]:
-                row = {
-                    "seconds": round(time.monotonic() - started, 1),
-                    "sessions_held": _gauge(port, "stream_app_sessions"),
-                    "rss_mib": _rss_of(pid) / 1024,
-                }
-                rows.append(row)
-                print(
-                    f"(s) {phase:>8}: {row['seconds']:6.0f} s  {row['sessions_held']:8,.0f} "
-                    f"sessions held  RSS {row['rss_mib']:5.0f} MiB",
-                    flush=True,
-                )
-                return row
+        def sample(phase: str) -> dict[str, float]:
+            row = {
+                "seconds": round(time.monotonic() - started, 1),
+                "sessions_held": _gauge(port, "stream_app_sessions"),
+                "rss_mib": _rss_of(pid) / 1024,
+            }
+            rows.append(row)
+            print(
+                f"(s) {phase:>8}: {row['seconds']:6.0f} s  {row['sessions_held']:8,.0f} "
+                f"sessions held  RSS {row['rss_mib']:5.0f} MiB",
+                flush=True,
+            )
+            return row
 
-            sample("start")
-            for first in range(0, sessions, SOAK_STEP):
-                batch: list[tuple[str, bytes | None, bytes]] = [
-                    (kind, sid.encode(), value)
-                    for i in range(first, min(first + SOAK_STEP, sessions))
-                    for sid in [f"soak-{i}"]
-                    for kind, value in _idle_session(sid)
-                ]
-                await produce(broker.bootstrap, batch, workers.topics)
-                deadline = time.monotonic() + 300
-                while _gauge(port, "stream_app_sessions") < min(first + SOAK_STEP, sessions):
-                    if time.monotonic() > deadline:
-                        raise TimeoutError("the worker did not take up the sessions")
-                    await asyncio.sleep(1)
-                sample("feeding")
-            # What a worker holds at rest: the allocator's free memory is given back every
-            # heap.INTERVAL seconds (``stream_app/heap.py``), not while records pour in. Two
-            # intervals: the last return then comes at least one interval after the last
-            # record, when the worker is done with it (one interval sampled 922 MiB just
-            # before a return, 557 MiB after it).
-            await asyncio.sleep(REST)
-            held = sample("held")
-            deadline = time.monotonic() + ttl + 300
-            while _gauge(port, "stream_app_sessions") > 0:
+        sample("start")
+        for first in range(0, sessions, SOAK_STEP):
+            batch: list[tuple[str, bytes | None, bytes]] = [
+                (kind, sid.encode(), value)
+                for i in range(first, min(first + SOAK_STEP, sessions))
+                for sid in [f"soak-{i}"]
+                for kind, value in _idle_session(sid)
+            ]
+            await produce(on, batch, workers.topics)
+            deadline = time.monotonic() + 300
+            while _gauge(port, "stream_app_sessions") < min(first + SOAK_STEP, sessions):
                 if time.monotonic() > deadline:
-                    raise TimeoutError("the sessions did not expire")
-                await asyncio.sleep(5)
-                sample("expiring")
-            gc_settled = time.monotonic() + REST  # as at rest, above
-            while time.monotonic() < gc_settled:
-                await asyncio.sleep(5)
-            expired = sample("expired")
+                    raise TimeoutError("the worker did not take up the sessions")
+                await asyncio.sleep(1)
+            sample("feeding")
+        # What a worker holds at rest: the allocator's free memory is given back every
+        # heap.INTERVAL seconds (``stream_app/heap.py``), not while records pour in. Two
+        # intervals: the last return then comes at least one interval after the last
+        # record, when the worker is done with it (one interval sampled 922 MiB just
+        # before a return, 557 MiB after it).
+        await asyncio.sleep(REST)
+        held = sample("held")
+        deadline = time.monotonic() + ttl + 300
+        while _gauge(port, "stream_app_sessions") > 0:
+            if time.monotonic() > deadline:
+                raise TimeoutError("the sessions did not expire")
+            await asyncio.sleep(5)
+            sample("expiring")
+        gc_settled = time.monotonic() + REST  # as at rest, above
+        while time.monotonic() < gc_settled:
+            await asyncio.sleep(5)
+        expired = sample("expired")
     shutil.rmtree(workdir, ignore_errors=True)
     return {
         "sessions": sessions,
@@ -835,11 +836,6 @@ def table(r: dict[str, Any]) -> str:
             "{:.0f} / {:.0f} ms".format(*r["latency_half_load"]["p99_ms_first_last_5s"]),
             "",
         ),
-        (
-            "broker cores, first / last 5 s of (d)",
-            "{:.2f} / {:.2f}".format(*r["latency_half_load"]["broker_cores_first_last_5s"]),
-            "",
-        ),
         ("worker peak RSS (e)", f"{r['worker_peak_rss_mib']:.0f} MiB", ""),
         ("state per idle session (e)", f"{r['state']['state_bytes_per_session']:.0f} B", ""),
         (
@@ -848,6 +844,15 @@ def table(r: dict[str, Any]) -> str:
             "",
         ),
     ]
+    if "broker_cores_first_last_5s" in r["latency_half_load"]:  # the embedded broker's
+        rows.insert(
+            -3,
+            (
+                "broker cores, first / last 5 s of (d)",
+                "{:.2f} / {:.2f}".format(*r["latency_half_load"]["broker_cores_first_last_5s"]),
+                "",
+            ),
+        )
     width = max(len(a) for a, _, _ in rows)
     lines = [f"{'measure':<{width}}  {'value':>18}  ratio to (a)"]
     lines += [f"{a:<{width}}  {b:>18}  {c}" for a, b, c in rows]
@@ -859,6 +864,13 @@ if __name__ == "__main__":
         prog="python -m bench",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--bootstrap",
+        type=bootstrap_argument,
+        help="measure on this cluster (host:port or kafka://host:port) instead of a fresh "
+        "embedded broker each time; the STREAM_APP_* settings of the environment apply "
+        "(security, replication factor, timeouts), and the topics made are deleted after",
     )
     parser.add_argument(
         "--records",
@@ -932,6 +944,8 @@ if __name__ == "__main__":
         help="only a record's cost and changelog writes against its session's size (no broker)",
     )
     arguments = parser.parse_args()
+    if arguments.broker and arguments.bootstrap:
+        parser.error("--broker measures the embedded broker; it takes no --bootstrap")
     if arguments.broker:
         size = 560  # about the workload's mean record
         seconds = int(arguments.latency_seconds)
@@ -959,7 +973,7 @@ if __name__ == "__main__":
         print(redaction.report(redaction.measure()))
         sys.exit(0)
     if arguments.soak:
-        found = asyncio.run(soak(arguments.soak_sessions, arguments.soak_ttl))
+        found = asyncio.run(soak(arguments.soak_sessions, arguments.soak_ttl, arguments.bootstrap))
         RESULTS.mkdir(exist_ok=True)
         out = RESULTS / f"soak-{time.strftime('%Y%m%dT%H%M%S')}.json"
         out.write_bytes(orjson.dumps(found, option=orjson.OPT_INDENT_2))

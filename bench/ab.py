@@ -20,11 +20,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 import orjson
 
+from bench import cluster
 from bench.__main__ import (
     create_topics,
     encoded,
@@ -33,30 +33,31 @@ from bench.__main__ import (
     raw_rate,
     sustained,
 )
+from bench.cluster import Cluster
 from bench.reading import wait_ready
 from bench.workload import generate
-from stream_app.embedded_broker import WORKER_SETTINGS, EmbeddedBroker, free_port
+from stream_app.embedded_broker import free_port
 
 Records = list[tuple[str, bytes | None, bytes]]
 
 
 async def measure(
-    checkout: Path, broker: EmbeddedBroker, records: Records, expected: dict[str, int], work: Path
+    checkout: Path, on: Cluster, records: Records, expected: dict[str, int], work: Path
 ) -> dict[str, float]:
-    run = uuid.uuid4().hex[:6]
-    topics = {"messages": f"m-{run}", "decisions": f"d-{run}", "turns": f"t-{run}"}
-    await create_topics(broker.bootstrap, [*topics.values(), f"q-{run}"])
+    run = on.new_run()
+    topics = {kind: f"{run}-{kind}" for kind in ("messages", "decisions", "turns", "dlq")}
+    await create_topics(on, list(topics.values()))
     port = free_port()
     env = {
         **os.environ,
-        **WORKER_SETTINGS,
+        **on.worker_env,
         "PYTHONPATH": str(checkout),
-        "STREAM_APP_BROKER_URL": broker.url,
-        "STREAM_APP_ID": f"ab-{run}",
+        "STREAM_APP_BROKER_URL": on.bootstrap,
+        "STREAM_APP_ID": run,
         "STREAM_APP_TOPIC_MESSAGES": topics["messages"],
         "STREAM_APP_TOPIC_DECISIONS": topics["decisions"],
         "STREAM_APP_TOPIC_TURNS": topics["turns"],
-        "STREAM_APP_TOPIC_DLQ": f"q-{run}",
+        "STREAM_APP_TOPIC_DLQ": topics["dlq"],
         "STREAM_APP_PARTITIONS": "4",
         "STREAM_APP_WEB_PORT": str(port),
         "STREAM_APP_WEB_HOST": "127.0.0.1",
@@ -73,7 +74,7 @@ async def measure(
     try:
         wait_ready(port, time.monotonic() + 60)
         await asyncio.sleep(1.0)
-        m = await sustained(broker, topics, f"ab-{run}", [process.pid], records, expected)
+        m = await sustained(on, topics, run, [process.pid], records, expected)
         return {**m, "loop_lag_max_ms": loop_lag(port)[1] * 1000}
     finally:
         process.terminate()
@@ -129,14 +130,14 @@ async def main(other: Path, records_n: int, rounds: int) -> None:
     lines = list(generate(records_n, 1_000, seed=3))
     records, expected = encoded(lines), expected_for(lines)
     work = Path(tempfile.mkdtemp(prefix="ab-"))
-    with EmbeddedBroker(log=work / "raw.log") as broker:
-        raw = await raw_rate(broker.bootstrap, records)
+    async with cluster.fresh(None, work / "raw.log") as on:
+        raw = await raw_rate(on, records)
     print(f"raw aiokafka loop: {raw:,.0f} records/s", flush=True)
     here = Path(__file__).resolve().parent.parent
     for round_ in range(rounds):
         for name, checkout in (("other", other), ("this", here)):
-            with EmbeddedBroker(log=work / f"{name}-{round_}.log") as broker:
-                m = await measure(checkout, broker, records, expected, work)
+            async with cluster.fresh(None, work / f"{name}-{round_}.log") as on:
+                m = await measure(checkout, on, records, expected, work)
             rate = m["records_per_s"]
             print(
                 f"{name} round {round_}: {rate:,.0f} records/s sustained ({rate / raw:.3f} "

@@ -8,9 +8,11 @@
 - ``table``, naive: the same input, ``table[key] = value`` in a Faust Table (memory store,
   Faust's json codec) and a ``send`` per event; Faust's defaults otherwise.
 
-Both get what tansu needs to be measured at all, as the worker does (``WORKER_SETTINGS``):
-fast group membership, and a 20 ms fetch wait instead of Faust's hard-coded 1,500 ms,
-which tansu would hold every fetch for. A malformed value goes out as it came, as in the
+Both run with the worker's settings for the cluster (``bench/cluster.py``): on tansu, what
+it needs to be measured at all (``WORKER_SETTINGS``: fast group membership, and a 20 ms
+fetch wait instead of Faust's hard-coded 1,500 ms, which tansu would hold every fetch
+for); on a user's cluster, the ``STREAM_APP_*`` settings of the environment, connection
+security included. A malformed value goes out as it came, as in the
 raw loop, so every input record has exactly one output record, which the benchmark reads
 back and checks against :func:`expected_output`.
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import collections
 import logging
+import os
 import subprocess
 import sys
 import time
@@ -33,8 +36,11 @@ from typing import Any
 
 import orjson
 
+from bench.cluster import Cluster
 from bench.reading import from_the_start, peak_rss_kib, wait_ready
-from stream_app.embedded_broker import WORKER_SETTINGS, free_port
+from stream_app.clients import ClientOptions
+from stream_app.config import Settings
+from stream_app.embedded_broker import free_port
 
 KINDS = {
     "passthrough": "Faust passthrough agent, tuned",
@@ -79,11 +85,13 @@ def create_app(args: argparse.Namespace) -> Any:
 
     from stream_app.checkpointing.consumer import ConsumerThread
 
+    settings = Settings()  # the worker's, from the environment
+
     class ShortFetchWaitThread(ConsumerThread):
-        fetch_max_wait_ms = int(WORKER_SETTINGS["STREAM_APP_FETCH_MAX_WAIT_MS"])
+        fetch_max_wait_ms = settings.fetch_max_wait_ms
 
     class ShortFetchWaitConsumer(faust_aiokafka.Consumer):
-        """Faust's own consumer (its commits and acks), only with the short fetch wait."""
+        """Faust's own consumer (its commits and acks), only with the worker's fetch wait."""
 
         def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
             return ShortFetchWaitThread(self, loop=self.loop, beacon=self.beacon)
@@ -95,12 +103,12 @@ def create_app(args: argparse.Namespace) -> Any:
         def _new_transport(self) -> Transport:
             return Transport(self.conf.broker_consumer, self)
 
-    tansu: dict[str, Any] = {
-        "broker_session_timeout": float(WORKER_SETTINGS["STREAM_APP_SESSION_TIMEOUT_SECONDS"]),
-        "broker_heartbeat_interval": float(
-            WORKER_SETTINGS["STREAM_APP_HEARTBEAT_INTERVAL_SECONDS"]
-        ),
-        "broker_rebalance_timeout": float(WORKER_SETTINGS["STREAM_APP_REBALANCE_TIMEOUT_SECONDS"]),
+    as_the_worker: dict[str, Any] = {
+        "broker_session_timeout": settings.session_timeout_seconds,
+        "broker_heartbeat_interval": settings.heartbeat_interval_seconds,
+        "broker_rebalance_timeout": settings.rebalance_timeout_seconds,
+        "broker_credentials": settings.broker_credentials(),
+        "topic_replication_factor": settings.replication_factor,
     }
     tuned: dict[str, Any] = {
         "producer_linger": 0.005,
@@ -116,7 +124,7 @@ def create_app(args: argparse.Namespace) -> Any:
         web_port=args.web_port,
         web_host="127.0.0.1",
         topic_partitions=args.partitions,  # the table's changelog, as the input's
-        **tansu,
+        **as_the_worker,
         **(tuned if args.kind == "passthrough" else {}),
     )
     source = app.topic(*args.inputs, key_type=bytes, value_type=bytes, value_serializer="raw")
@@ -177,13 +185,14 @@ class Peer:
     def __init__(
         self,
         kind: str,
-        bootstrap: str,
+        on: Cluster,
+        run: str,
         topics: dict[str, str],
         partitions: int,
         workdir: Path,
     ) -> None:
         self.port = free_port()
-        name = f"peer-{kind}-{topics['output']}"
+        name = f"{run}-peer-{kind}"  # the app id, which its table's changelog is named after
         self.log = open(workdir / f"{name}.log", "ab")  # noqa: SIM115
         self.process = subprocess.Popen(
             [
@@ -192,7 +201,7 @@ class Peer:
                 "bench.peers",
                 kind,
                 "--broker",
-                f"kafka://{bootstrap}",
+                f"kafka://{on.bootstrap.replace(',', ';kafka://')}",
                 "--id",
                 name,
                 "--inputs",
@@ -208,6 +217,7 @@ class Peer:
                 str(workdir / name),
             ],
             cwd=ROOT,
+            env={**os.environ, **on.worker_env},
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )
@@ -229,7 +239,7 @@ class Peer:
 
 
 async def read_outputs(
-    bootstrap: str,
+    options: ClientOptions,
     topic: str,
     partitions: int,
     expected: collections.Counter[tuple[bytes | None, bytes]],
@@ -242,7 +252,7 @@ async def read_outputs(
     Returns the time the last one was read and the number of records read (more than
     expected only if the peer sent some twice).
     """
-    consumer = await from_the_start(bootstrap, topic, partitions, fetch_wait_ms)
+    consumer = await from_the_start(options, topic, partitions, fetch_wait_ms)
     missing = collections.Counter(expected)
     left, read = missing.total(), 0
     deadline = time.monotonic() + timeout

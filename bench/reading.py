@@ -9,13 +9,15 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from stream_app.clients import ClientOptions
+
 
 async def from_the_start(
-    bootstrap: str, topic: str, partitions: int, fetch_wait_ms: int
+    options: ClientOptions, topic: str, partitions: int, fetch_wait_ms: int
 ) -> AIOKafkaConsumer:
     """A started consumer assigned every partition of ``topic``, at its beginning."""
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
+        **options,
         enable_auto_commit=False,
         max_partition_fetch_bytes=4 * 1048576,
         fetch_max_wait_ms=fetch_wait_ms,

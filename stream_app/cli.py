@@ -36,7 +36,7 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message}; see {self.prog} --help\n")
 
 
-def _bootstrap(value: str) -> str:
+def bootstrap_argument(value: str) -> str:
     """A ``--bootstrap`` value in the one broker format (``host:port`` or ``kafka://``)."""
     try:
         return ",".join(broker_hosts(value))
@@ -340,7 +340,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     tail.add_argument("--json", action="store_true", help="JSON lines instead of text")
     tail.add_argument("--new", action="store_true", help="only turns produced from now on")
-    tail.add_argument("--bootstrap", type=_bootstrap, help=bootstrap_help)
+    tail.add_argument("--bootstrap", type=bootstrap_argument, help=bootstrap_help)
     tail.add_argument("--topic", help="default: STREAM_APP_TOPIC_TURNS")
     tail.add_argument(
         "--dead-letters", action="store_true", help="print STREAM_APP_TOPIC_DLQ's records too"
@@ -363,7 +363,7 @@ def _parser() -> argparse.ArgumentParser:
     publish.add_argument(
         "--strict", action="store_true", help="send nothing if any line fails (exit 2)"
     )
-    publish.add_argument("--bootstrap", type=_bootstrap, help=bootstrap_help)
+    publish.add_argument("--bootstrap", type=bootstrap_argument, help=bootstrap_help)
     publish.add_argument("--org-id", help="the deployment's org id (default: STREAM_APP_ORG_ID)")
     publish.set_defaults(run=_publish)
 
@@ -381,7 +381,7 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument(
         "--include-open", action="store_true", help="also turns that may still be revised"
     )
-    export.add_argument("--bootstrap", type=_bootstrap, help=bootstrap_help)
+    export.add_argument("--bootstrap", type=bootstrap_argument, help=bootstrap_help)
     export.add_argument("--topic", help="default: STREAM_APP_TOPIC_TURNS")
     export.set_defaults(run=_export)
     return parser
