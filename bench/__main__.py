@@ -589,7 +589,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     subset = records[:n]
     subset_expected = expected_for(lines[:n]) if n < len(records) else expected
     workdir = Path(tempfile.mkdtemp(prefix="bench-"))
-    # A fresh embedded broker for each measurement (bench/cluster.py).
+    # Each measurement on a fresh embedded broker, or on the user's cluster and cleaned up
+    # after (bench/cluster.py).
     async with cluster.fresh(args.bootstrap, workdir / "broker-raw.log") as on:
         raw = await raw_rate(on, records)
     print(f"(a) raw aiokafka loop: {raw:,.0f} records/s", flush=True)

@@ -50,10 +50,6 @@ class Cluster:
     def bootstrap(self) -> str:
         return self.options["bootstrap_servers"]
 
-    @property
-    def external(self) -> bool:
-        return self.broker_pid is None
-
     def new_run(self) -> str:
         """A fresh id, ``bench-`` and 8 hex digits, that starts every topic and group name
         of one measurement (and so of every topic its apps make)."""

@@ -12,9 +12,9 @@ Both run with the worker's settings for the cluster (``bench/cluster.py``): on t
 it needs to be measured at all (``WORKER_SETTINGS``: fast group membership, and a 20 ms
 fetch wait instead of Faust's hard-coded 1,500 ms, which tansu would hold every fetch
 for); on a user's cluster, the ``STREAM_APP_*`` settings of the environment, connection
-security included. A malformed value goes out as it came, as in the
-raw loop, so every input record has exactly one output record, which the benchmark reads
-back and checks against :func:`expected_output`.
+security included. A malformed value goes out as it came, as in the raw loop, so every
+input record has exactly one output record, which the benchmark reads back and checks
+against :func:`expected_output`.
 
 ``python -m bench.peers KIND --broker kafka://HOST:PORT ...`` runs one of them (the
 benchmark starts it as a subprocess, as it starts the worker); ``/ready`` answers 200 once
@@ -87,17 +87,17 @@ def create_app(args: argparse.Namespace) -> Any:
 
     settings = Settings()  # the worker's, from the environment
 
-    class ShortFetchWaitThread(ConsumerThread):
+    class FetchWaitThread(ConsumerThread):
         fetch_max_wait_ms = settings.fetch_max_wait_ms
 
-    class ShortFetchWaitConsumer(faust_aiokafka.Consumer):
+    class FetchWaitConsumer(faust_aiokafka.Consumer):
         """Faust's own consumer (its commits and acks), only with the worker's fetch wait."""
 
         def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
-            return ShortFetchWaitThread(self, loop=self.loop, beacon=self.beacon)
+            return FetchWaitThread(self, loop=self.loop, beacon=self.beacon)
 
     class Transport(faust_aiokafka.Transport):
-        Consumer = ShortFetchWaitConsumer
+        Consumer = FetchWaitConsumer
 
     class App(faust.App):
         def _new_transport(self) -> Transport:
