@@ -16,7 +16,7 @@ security included. A malformed value goes out as it came, as in the raw loop, so
 input record has exactly one output record, which the benchmark reads back and checks
 against :func:`expected_output`.
 
-``python -m bench.peers KIND --broker kafka://HOST:PORT ...`` runs one of them (the
+``STREAM_APP_BROKER_URL=... python -m bench.peers KIND ...`` runs one of them (the
 benchmark starts it as a subprocess, as it starts the worker); ``/ready`` answers 200 once
 its partitions are assigned and its streams resumed.
 """
@@ -119,7 +119,7 @@ def create_app(args: argparse.Namespace) -> Any:
     }
     app = App(
         args.id,
-        broker=args.broker,
+        broker=settings.broker_url,
         datadir=args.datadir,
         web_port=args.web_port,
         web_host="127.0.0.1",
@@ -166,7 +166,6 @@ def create_app(args: argparse.Namespace) -> Any:
 def _arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.peers", description=__doc__)
     parser.add_argument("kind", choices=sorted(KINDS))
-    parser.add_argument("--broker", required=True, help="kafka://HOST:PORT")
     parser.add_argument("--id", required=True, help="the app id (consumer group)")
     parser.add_argument("--inputs", required=True, nargs="+")
     parser.add_argument("--output", required=True)
@@ -200,8 +199,6 @@ class Peer:
                 "-m",
                 "bench.peers",
                 kind,
-                "--broker",
-                f"kafka://{on.bootstrap.replace(',', ';kafka://')}",
                 "--id",
                 name,
                 "--inputs",
@@ -217,7 +214,7 @@ class Peer:
                 str(workdir / name),
             ],
             cwd=ROOT,
-            env={**os.environ, **on.worker_env},
+            env={**os.environ, **on.worker_env, "STREAM_APP_BROKER_URL": on.bootstrap},
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )
