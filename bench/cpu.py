@@ -1,4 +1,4 @@
-"""CPU of other processes, read from /proc: the workers' and the broker's.
+"""CPU of other processes, read from /proc: the workers', the broker's and the machine's.
 
 On a shared 2-core machine a latency is only readable beside who had the cores: the
 embedded broker's CPU at a steady rate grows over a run (``broker.py``), so
@@ -16,6 +16,15 @@ def process_cpu_seconds(pid: int) -> float:
     """User and system CPU of a process so far (/proc/<pid>/stat, fields 14 and 15)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds all cores have spent busy so far (/proc/stat: every state but idle and
+    iowait), whoever used them: the workers, the broker, the bench's own clients and
+    whatever else shares the machine."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    ticks = [int(f) for f in fields[:8]]  # user nice system idle iowait irq softirq steal
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
 
 
 class CpuTimeline:

@@ -23,6 +23,14 @@ applied offsets, entries, collapse, expiry, counts or dead letters. It writes a 
 revisions than replay does (a redelivered copy under a new id is one more to it).
 What the core costs above it is what its care costs (SPEC §4-§6), the part a faster
 design would have to shrink.
+
+``least_rate``: records/s of the floor plus the least bookkeeping SPEC §3-§6 asks for, as
+tight as plain Python writes it: the applied offset, message identities (pending, replaced
+in place, remembered up to the limit), the collapse by natural key, unique-or-drop joins,
+waiting decisions, decisions in their order, expiry, every per-session limit and the
+counts. All in memory, nothing laid out for a changelog, no dead letters written: a lower
+bound on what any core that keeps the contract costs here. It emits the same final
+revisions as replay on the workload (``tests/test_bench_stages.py``).
 """
 
 from __future__ import annotations
@@ -41,15 +49,19 @@ import orjson
 
 from stream_app import heap
 from stream_app.config import Settings
-from stream_app.core import wire
+from stream_app.core import jsonbytes, wire
 from stream_app.core.completion import render_completion
 from stream_app.core.counts import Count
+from stream_app.core.policy import Policy
 from stream_app.core.records import SourceRecord, turn_key, turns_line
 from stream_app.core.redaction import redact
 from stream_app.core.session import SessionState
-from stream_app.core.translate import inference_message
-from stream_app.models.decision import DecisionPayload
-from stream_app.models.message import LLMMessagePublishedEvent, role_of
+from stream_app.core.tenant import normalize_org
+from stream_app.core.translate import identity, inference_message
+from stream_app.models.dead_letter import Reason
+from stream_app.models.decision import DecisionDict, DecisionPayload
+from stream_app.models.message import LLMMessagePublishedEvent, role_of, sequence_of
+from stream_app.models.timestamps import format_utc, instant_ns
 from stream_app.pipeline import Pipeline
 from stream_app.replay import FREEZE_EVERY, record_value
 from stream_app.state import entries
@@ -317,7 +329,324 @@ def floor_rate(lines: list[dict[str, Any]]) -> float:
     return _best_rate(floor, lines)
 
 
-def report(stages: list[tuple[str, float]], core: float, naive: float, bare: float) -> str:
+Entry = tuple[tuple[int, str], DecisionDict]  # a joined decision: its order, the decision
+
+
+class _LeastTurn:
+    __slots__ = ("body", "decisions", "emitted_at", "reach", "revision", "size")
+
+    def __init__(self, body: dict[str, Any], reach: list[str], now: float) -> None:
+        self.body = body
+        self.reach = reach
+        self.emitted_at = now
+        self.decisions: list[Entry] = []
+        self.revision = 1
+        self.size = 0
+
+
+class _LeastSession:
+    __slots__ = (
+        "applied",
+        "collapse",
+        "last_seen",
+        "open_bytes",
+        "pending",
+        "pending_at",
+        "pending_bytes",
+        "reach",
+        "seen",
+        "turns",
+        "unsequenced",
+        "waiting",
+    )
+
+    def __init__(self) -> None:
+        self.applied = -1
+        self.last_seen = 0.0
+        self.pending: list[tuple[str | None, int, bytes]] = []  # identity, sequence, JSON
+        self.pending_at: dict[str, int] = {}  # identity -> its index in ``pending``
+        self.pending_bytes = 0
+        self.unsequenced = False
+        self.seen: dict[str, None] = {}  # remembered identities, oldest first
+        self.reach: dict[str, list[_LeastTurn]] = {}  # call or tool-call id -> turns
+        self.turns: dict[str, _LeastTurn] = {}  # open turns, oldest first
+        self.open_bytes = 0
+        self.waiting: dict[str, list[Entry]] = {}
+        self.collapse: set[tuple[object, ...]] = set()
+
+    def close(self, turn: _LeastTurn) -> None:
+        del self.turns[turn.body["inference_call_id"]]
+        self.open_bytes -= turn.size
+        for rid in turn.reach:
+            self.reach[rid].remove(turn)
+
+
+def _entry_order(entry: Entry) -> tuple[int, str]:
+    return entry[0]
+
+
+def _pending_order(pending: tuple[str | None, int, bytes]) -> int:
+    return pending[1]
+
+
+def least(payload: list[bytes], now: float = 0.0, policy: Policy | None = None) -> list[bytes]:
+    """The least core over replay's input lines; its TURNS lines (the module's docstring)."""
+    p = policy or Settings().policy()
+    sessions: dict[str, _LeastSession] = {}
+    counts: Counter[Count] = Counter()
+    out: list[bytes] = []
+    for offset, line in enumerate(payload):
+        doc = orjson.loads(line)
+        value, key = doc["value"], doc["key"]
+        if key is not None and len(key.encode()) > p.max_key_bytes:
+            counts[Count.dead_letter(Reason.SESSION_LIMIT)] += 1
+            continue
+        if isinstance(value, str):
+            try:
+                value = orjson.loads(value)
+            except orjson.JSONDecodeError:
+                counts[Count.dead_letter(Reason.INVALID_JSON)] += 1
+                continue
+        turn: _LeastTurn | None
+        if doc["topic"] == "messages":
+            turn = _least_message(sessions, value, offset, now, p, counts)
+        else:
+            turn = _least_decision(sessions, value, offset, now, p, counts)
+        if turn is None:
+            continue
+        body = jsonbytes.dumps(
+            {
+                "new_messages": turn.body["new_messages"],
+                "completion": turn.body["completion"],
+                "decisions": [d for _, d in sorted(turn.decisions, key=_entry_order)],
+                "inference_call_id": turn.body["inference_call_id"],
+                "tool_calls": turn.body["tool_calls"],
+            }
+        )
+        if len(body) > p.max_turn_bytes:
+            counts[Count.dead_letter(Reason.TURN_TOO_LARGE)] += 1
+            continue
+        sid = turn.body["session_id"]
+        if turn.revision == 1:
+            session = sessions[sid]
+            while session.turns and (
+                len(session.turns) >= p.max_open_turns
+                or session.open_bytes + len(body) > p.max_open_turn_bytes
+            ):
+                session.close(next(iter(session.turns.values())))
+                counts[Count.TURNS_CLOSED_EARLY] += 1
+            turn.size = len(body)
+            session.turns[turn.body["inference_call_id"]] = turn
+            session.open_bytes += turn.size
+        out.append(turns_line(turn_key(sid, turn.body["inference_call_id"]).decode(), body))
+        counts[Count.TURNS_EMITTED if turn.revision == 1 else Count.TURN_REVISIONS] += 1
+    return out
+
+
+def _least_session(
+    sessions: dict[str, _LeastSession],
+    sid: str,
+    offset: int,
+    now: float,
+    p: Policy,
+    counts: Counter[Count],
+) -> _LeastSession | None:
+    """The record's session, after expiry (an idle session, turns past their window);
+    None for a record applied already."""
+    session = sessions.get(sid)
+    if session is None or (session.last_seen and now - session.last_seen > p.session_ttl_seconds):
+        if session is not None:
+            orphaned = sum(len(waiting) for waiting in session.waiting.values())
+            counts[Count.dead_letter(Reason.ORPHANED_DECISION)] += orphaned
+        session = sessions[sid] = _LeastSession()
+    while session.turns and (
+        now > next(iter(session.turns.values())).emitted_at + p.late_decision_window_seconds
+    ):
+        session.close(next(iter(session.turns.values())))
+        counts[Count.TURNS_CLOSED] += 1
+    if offset <= session.applied:
+        counts[Count.REPROCESSED] += 1
+        return None
+    session.applied, session.last_seen = offset, now
+    return session
+
+
+def _least_message(
+    sessions: dict[str, _LeastSession],
+    value: Any,
+    offset: int,
+    now: float,
+    p: Policy,
+    counts: Counter[Count],
+) -> _LeastTurn | None:
+    """The turn the message completes, if it completes one."""
+    try:
+        event = msgspec.convert(value, wire.EventStruct)
+    except msgspec.ValidationError:
+        counts[Count.dead_letter(Reason.SCHEMA)] += 1
+        return None
+    message, sid = event.message, event.conversationId
+    role = role_of(message.role)
+    if role is None or (event.orgId is not None and normalize_org(event.orgId) != p.org_id):
+        counts[Count.dead_letter(Reason.SCHEMA)] += 1
+        return None
+    sequence = sequence_of(message.sequence)
+    translated = inference_message(message, role, counts)
+    json = jsonbytes.dumps(translated)
+    if len(json) > p.max_record_bytes:
+        counts[Count.dead_letter(Reason.TOO_LARGE)] += 1
+        return None
+    session = _least_session(sessions, sid, offset, now, p, counts)
+    if session is None:
+        return None
+    ident = identity(message.messageId, sequence)
+    call = message.messageId if role == "assistant" and message.finishReason else None
+    if (ident is not None and ident in session.seen) or (
+        call is not None and ("call:" + call in session.seen or call in session.turns)
+    ):
+        counts[Count.DUPLICATE_MESSAGE] += 1
+        return None
+    at = None if ident is None else session.pending_at.get(ident)
+    held = session.pending_bytes - (0 if at is None else len(session.pending[at][2]))
+    if call is None and (
+        (at is None and len(session.pending) >= p.max_pending_messages)
+        or held + len(json) > p.max_pending_bytes
+    ):
+        counts[Count.dead_letter(Reason.SESSION_LIMIT)] += 1
+        return None
+    entry = (ident, 0 if sequence is None else sequence, json)
+    if at is not None:
+        session.pending[at] = entry
+    else:
+        if ident is not None:
+            session.pending_at[ident] = len(session.pending)
+        session.pending.append(entry)
+    session.pending_bytes = held + len(json)
+    session.unsequenced |= sequence is None
+    if call is None:
+        return None
+    pending = session.pending
+    if not session.unsequenced:
+        pending.sort(key=_pending_order)
+    tool_calls = [part for part in translated["parts"] if part["type"] == "tool_call"]
+    reach = list(dict.fromkeys([call, *(str(part["id"]) for part in tool_calls)]))
+    body = {
+        "session_id": sid,
+        "new_messages": orjson.Fragment(b"[" + b",".join([m[2] for m in pending]) + b"]"),
+        "completion": render_completion(translated),
+        "inference_call_id": call,
+        "tool_calls": tool_calls,
+    }
+    turn = _LeastTurn(body, reach, now)
+    seen = session.seen
+    for ident, _, _ in pending:
+        if ident is not None:
+            seen[ident] = None
+    seen["call:" + call] = None
+    while len(seen) > p.max_remembered_identities:
+        del seen[next(iter(seen))]
+    session.pending, session.pending_at = [], {}
+    session.pending_bytes, session.unsequenced = 0, False
+    for rid in reach:
+        reaching = session.reach.setdefault(rid, [])
+        reaching.append(turn)
+        for waiting in session.waiting.pop(rid, ()):
+            if len(reaching) > 1:
+                counts[Count.dead_letter(Reason.AMBIGUOUS_DECISION)] += 1
+            elif len(turn.decisions) >= p.max_turn_decisions:
+                counts[Count.dead_letter(Reason.SESSION_LIMIT)] += 1
+            else:
+                turn.decisions.append(waiting)
+    return turn
+
+
+def _least_decision(
+    sessions: dict[str, _LeastSession],
+    value: Any,
+    offset: int,
+    now: float,
+    p: Policy,
+    counts: Counter[Count],
+) -> _LeastTurn | None:
+    """The turn the decision revises, if it joins one now."""
+    try:
+        decision = msgspec.convert(value, wire.DecisionStruct)
+    except msgspec.ValidationError:
+        counts[Count.dead_letter(Reason.SCHEMA)] += 1
+        return None
+    if decision.org_id is not None and normalize_org(decision.org_id) != p.org_id:
+        counts[Count.dead_letter(Reason.TENANT_MISMATCH)] += 1
+        return None
+    session = _least_session(sessions, decision.session_id, offset, now, p, counts)
+    if session is None:
+        return None
+    occurred, delay = instant_ns(decision.occurred_at), decision.observation_delay_ms
+    call_id, harness = decision.call_id, decision.agent_harness
+    # The natural keys of SPEC §3 (org and session: the same for every key of the session).
+    acted = (decision.accepted, decision.explicit, decision.interaction_mode, occurred)
+    natural: tuple[object, ...]
+    if harness == "claude-code" and call_id is not None:
+        natural = ("tool-use", *acted, call_id)
+    else:
+        path, delay_key = decision.file_path, -1 if delay is None else int(delay)
+        natural = ("edit", harness, path, *acted, call_id or "", delay_key)
+    sibling = ("codex", *acted, call_id) if harness == "codex" and call_id is not None else None
+    pathless = decision.file_path == ""
+    if natural in session.collapse or (pathless and sibling in session.collapse):
+        counts[Count.DUPLICATE_DECISION] += 1
+        return None
+    reached = [] if call_id is None else session.reach.get(call_id, [])
+    if len(reached) == 1 and len(reached[0].decisions) >= p.max_turn_decisions:
+        counts[Count.dead_letter(Reason.SESSION_LIMIT)] += 1
+        return None
+    waiting = None if call_id is None or reached else session.waiting.setdefault(call_id, [])
+    if waiting is not None and len(waiting) >= p.max_waiting_decisions:
+        counts[Count.dead_letter(Reason.SESSION_LIMIT)] += 1
+        return None
+    session.collapse.add(natural)
+    if sibling is not None and not pathless:
+        session.collapse.add(sibling)
+    if call_id is None:
+        counts[Count.dead_letter(Reason.UNATTRIBUTABLE_DECISION)] += 1
+        return None
+    stored: DecisionDict = {
+        "decision_id": decision.decision_id,
+        "org_id": p.org_id,
+        "session_id": decision.session_id,
+        "user_id": decision.user_id,
+        "agent_harness": harness,
+        "file_path": decision.file_path,
+        "accepted": decision.accepted,
+        "explicit": decision.explicit,
+        "interaction_mode": decision.interaction_mode,
+        "commit_sha": decision.commit_sha,
+        "call_id": call_id,
+        "edit_retention_score": decision.edit_retention_score,
+        "observation_delay_ms": None if delay is None else int(delay),
+        "occurred_at": decision.occurred_at,
+        "captured_at": decision.captured_at or format_utc(now),
+        "raw": redact(value["raw"]),
+    }
+    entry = ((occurred, decision.decision_id), stored)
+    if waiting is not None:
+        waiting.append(entry)
+        return None
+    if len(reached) > 1:
+        counts[Count.dead_letter(Reason.AMBIGUOUS_DECISION)] += 1
+        return None
+    turn = reached[0]
+    turn.decisions.append(entry)
+    turn.revision += 1
+    return turn
+
+
+def least_rate(lines: list[dict[str, Any]]) -> float:
+    return _best_rate(lambda payload: len(least(payload)), lines)
+
+
+def report(
+    stages: list[tuple[str, float]], core: float, naive: float, bare: float, least: float
+) -> str:
     width = max(len(name) for name, _ in stages)
     rows = [f"{name:<{width}}  {us:7.1f} µs/record" for name, us in stages]
     rows.append(
@@ -328,5 +657,10 @@ def report(stages: list[tuple[str, float]], core: float, naive: float, bare: flo
         f"the core's parts without its bookkeeping (the floor): {bare:,.0f} records/s, "
         f"{bare / naive:.2f}x the reference; the bookkeeping and checks above it: "
         f"{1e6 / core - 1e6 / bare:.1f} µs/record of replay's {1e6 / core:.1f}"
+    )
+    rows.append(
+        f"the floor with the least bookkeeping the contract asks for, in memory (the least "
+        f"core, replay's output byte for byte): {least:,.0f} records/s, {least / naive:.2f}x "
+        f"the reference, {1e6 / least - 1e6 / bare:.1f} µs/record above the floor"
     )
     return "\n".join(rows)
