@@ -391,29 +391,44 @@ def _pending_order(pending: tuple[str | None, int, bytes]) -> int:
 
 def least(payload: list[bytes], now: float = 0.0, policy: Policy | None = None) -> list[bytes]:
     """The least core over replay's input lines; its TURNS lines (the module's docstring)."""
-    p = policy or Settings().policy()
-    sessions: dict[str, _LeastSession] = {}
-    counts: Counter[Count] = Counter()
-    out: list[bytes] = []
-    for offset, line in enumerate(payload):
+    core = _LeastCore(now, policy or Settings().policy())
+    made = (core.line(line, offset) for offset, line in enumerate(payload))
+    return [turn for turn in made if turn is not None]
+
+
+class _LeastCore:
+    """The least core's sessions, clock and counts; ``line`` takes one input line."""
+
+    def __init__(self, now: float, policy: Policy) -> None:
+        self.now = now
+        self.policy = policy
+        self.sessions: dict[str, _LeastSession] = {}
+        self.counts: Counter[Count] = Counter()
+
+    def line(self, line: bytes, offset: int) -> bytes | None:
+        """The TURNS line the input line makes, if it makes one."""
+        p, counts = self.policy, self.counts
         doc = orjson.loads(line)
         value, key = doc["value"], doc["key"]
         if key is not None and len(key.encode()) > p.max_key_bytes:
             counts[Count.dead_letter(Reason.SESSION_LIMIT)] += 1
-            continue
+            return None
         if isinstance(value, str):
             try:
                 value = orjson.loads(value)
             except orjson.JSONDecodeError:
                 counts[Count.dead_letter(Reason.INVALID_JSON)] += 1
-                continue
-        turn: _LeastTurn | None
-        if doc["topic"] == "messages":
-            turn = _least_message(sessions, value, offset, now, p, counts)
-        else:
-            turn = _least_decision(sessions, value, offset, now, p, counts)
+                return None
+        try:
+            if doc["topic"] == "messages":
+                turn = self.message(msgspec.convert(value, wire.EventStruct), offset)
+            else:
+                turn = self.decision(msgspec.convert(value, wire.DecisionStruct), value, offset)
+        except msgspec.ValidationError:
+            counts[Count.dead_letter(Reason.SCHEMA)] += 1
+            return None
         if turn is None:
-            continue
+            return None
         body = jsonbytes.dumps(
             {
                 "new_messages": turn.body["new_messages"],
@@ -425,10 +440,10 @@ def least(payload: list[bytes], now: float = 0.0, policy: Policy | None = None) 
         )
         if len(body) > p.max_turn_bytes:
             counts[Count.dead_letter(Reason.TURN_TOO_LARGE)] += 1
-            continue
+            return None
         sid = turn.body["session_id"]
         if turn.revision == 1:
-            session = sessions[sid]
+            session = self.sessions[sid]
             while session.turns and (
                 len(session.turns) >= p.max_open_turns
                 or session.open_bytes + len(body) > p.max_open_turn_bytes
@@ -438,206 +453,181 @@ def least(payload: list[bytes], now: float = 0.0, policy: Policy | None = None) 
             turn.size = len(body)
             session.turns[turn.body["inference_call_id"]] = turn
             session.open_bytes += turn.size
-        out.append(turns_line(turn_key(sid, turn.body["inference_call_id"]).decode(), body))
         counts[Count.TURNS_EMITTED if turn.revision == 1 else Count.TURN_REVISIONS] += 1
-    return out
+        return turns_line(turn_key(sid, turn.body["inference_call_id"]).decode(), body)
 
+    def session(self, sid: str, offset: int) -> _LeastSession | None:
+        """The record's session, after expiry (an idle session, turns past their window);
+        None for a record applied already."""
+        p, counts, now, sessions = self.policy, self.counts, self.now, self.sessions
+        session = sessions.get(sid)
+        if session is None or (
+            session.last_seen and now - session.last_seen > p.session_ttl_seconds
+        ):
+            if session is not None:
+                orphaned = sum(len(waiting) for waiting in session.waiting.values())
+                counts[Count.dead_letter(Reason.ORPHANED_DECISION)] += orphaned
+            session = sessions[sid] = _LeastSession()
+        while session.turns and (
+            now > next(iter(session.turns.values())).emitted_at + p.late_decision_window_seconds
+        ):
+            session.close(next(iter(session.turns.values())))
+            counts[Count.TURNS_CLOSED] += 1
+        if offset <= session.applied:
+            counts[Count.REPROCESSED] += 1
+            return None
+        session.applied, session.last_seen = offset, now
+        return session
 
-def _least_session(
-    sessions: dict[str, _LeastSession],
-    sid: str,
-    offset: int,
-    now: float,
-    p: Policy,
-    counts: Counter[Count],
-) -> _LeastSession | None:
-    """The record's session, after expiry (an idle session, turns past their window);
-    None for a record applied already."""
-    session = sessions.get(sid)
-    if session is None or (session.last_seen and now - session.last_seen > p.session_ttl_seconds):
-        if session is not None:
-            orphaned = sum(len(waiting) for waiting in session.waiting.values())
-            counts[Count.dead_letter(Reason.ORPHANED_DECISION)] += orphaned
-        session = sessions[sid] = _LeastSession()
-    while session.turns and (
-        now > next(iter(session.turns.values())).emitted_at + p.late_decision_window_seconds
-    ):
-        session.close(next(iter(session.turns.values())))
-        counts[Count.TURNS_CLOSED] += 1
-    if offset <= session.applied:
-        counts[Count.REPROCESSED] += 1
-        return None
-    session.applied, session.last_seen = offset, now
-    return session
+    def message(self, event: wire.EventStruct, offset: int) -> _LeastTurn | None:
+        """The turn the message completes, if it completes one."""
+        p, counts, now = self.policy, self.counts, self.now
+        message, sid = event.message, event.conversationId
+        role = role_of(message.role)
+        if role is None:
+            counts[Count.dead_letter(Reason.SCHEMA)] += 1
+            return None
+        if event.orgId is not None and normalize_org(event.orgId) != p.org_id:
+            counts[Count.dead_letter(Reason.TENANT_MISMATCH)] += 1
+            return None
+        sequence = sequence_of(message.sequence)
+        translated = inference_message(message, role, counts)
+        json = jsonbytes.dumps(translated)
+        if len(json) > p.max_record_bytes:
+            counts[Count.dead_letter(Reason.TOO_LARGE)] += 1
+            return None
+        session = self.session(sid, offset)
+        if session is None:
+            return None
+        ident = identity(message.messageId, sequence)
+        call = message.messageId if role == "assistant" and message.finishReason else None
+        if (ident is not None and ident in session.seen) or (
+            call is not None and ("call:" + call in session.seen or call in session.turns)
+        ):
+            counts[Count.DUPLICATE_MESSAGE] += 1
+            return None
+        at = None if ident is None else session.pending_at.get(ident)
+        held = session.pending_bytes - (0 if at is None else len(session.pending[at][2]))
+        if call is None and (
+            (at is None and len(session.pending) >= p.max_pending_messages)
+            or held + len(json) > p.max_pending_bytes
+        ):
+            counts[Count.dead_letter(Reason.SESSION_LIMIT)] += 1
+            return None
+        entry = (ident, 0 if sequence is None else sequence, json)
+        if at is not None:
+            session.pending[at] = entry
+        else:
+            if ident is not None:
+                session.pending_at[ident] = len(session.pending)
+            session.pending.append(entry)
+        session.pending_bytes = held + len(json)
+        session.unsequenced |= sequence is None
+        if call is None:
+            return None
+        pending = session.pending
+        if not session.unsequenced:
+            pending.sort(key=_pending_order)
+        tool_calls = [part for part in translated["parts"] if part["type"] == "tool_call"]
+        reach = list(dict.fromkeys([call, *(str(part["id"]) for part in tool_calls)]))
+        body = {
+            "session_id": sid,
+            "new_messages": orjson.Fragment(b"[" + b",".join([m[2] for m in pending]) + b"]"),
+            "completion": render_completion(translated),
+            "inference_call_id": call,
+            "tool_calls": tool_calls,
+        }
+        turn = _LeastTurn(body, reach, now)
+        seen = session.seen
+        for ident, _, _ in pending:
+            if ident is not None:
+                seen[ident] = None
+        seen["call:" + call] = None
+        while len(seen) > p.max_remembered_identities:
+            del seen[next(iter(seen))]
+        session.pending, session.pending_at = [], {}
+        session.pending_bytes, session.unsequenced = 0, False
+        for rid in reach:
+            reaching = session.reach.setdefault(rid, [])
+            reaching.append(turn)
+            for waiting in session.waiting.pop(rid, ()):
+                if len(reaching) > 1:
+                    counts[Count.dead_letter(Reason.AMBIGUOUS_DECISION)] += 1
+                elif len(turn.decisions) >= p.max_turn_decisions:
+                    counts[Count.dead_letter(Reason.SESSION_LIMIT)] += 1
+                else:
+                    turn.decisions.append(waiting)
+        return turn
 
-
-def _least_message(
-    sessions: dict[str, _LeastSession],
-    value: Any,
-    offset: int,
-    now: float,
-    p: Policy,
-    counts: Counter[Count],
-) -> _LeastTurn | None:
-    """The turn the message completes, if it completes one."""
-    try:
-        event = msgspec.convert(value, wire.EventStruct)
-    except msgspec.ValidationError:
-        counts[Count.dead_letter(Reason.SCHEMA)] += 1
-        return None
-    message, sid = event.message, event.conversationId
-    role = role_of(message.role)
-    if role is None or (event.orgId is not None and normalize_org(event.orgId) != p.org_id):
-        counts[Count.dead_letter(Reason.SCHEMA)] += 1
-        return None
-    sequence = sequence_of(message.sequence)
-    translated = inference_message(message, role, counts)
-    json = jsonbytes.dumps(translated)
-    if len(json) > p.max_record_bytes:
-        counts[Count.dead_letter(Reason.TOO_LARGE)] += 1
-        return None
-    session = _least_session(sessions, sid, offset, now, p, counts)
-    if session is None:
-        return None
-    ident = identity(message.messageId, sequence)
-    call = message.messageId if role == "assistant" and message.finishReason else None
-    if (ident is not None and ident in session.seen) or (
-        call is not None and ("call:" + call in session.seen or call in session.turns)
-    ):
-        counts[Count.DUPLICATE_MESSAGE] += 1
-        return None
-    at = None if ident is None else session.pending_at.get(ident)
-    held = session.pending_bytes - (0 if at is None else len(session.pending[at][2]))
-    if call is None and (
-        (at is None and len(session.pending) >= p.max_pending_messages)
-        or held + len(json) > p.max_pending_bytes
-    ):
-        counts[Count.dead_letter(Reason.SESSION_LIMIT)] += 1
-        return None
-    entry = (ident, 0 if sequence is None else sequence, json)
-    if at is not None:
-        session.pending[at] = entry
-    else:
-        if ident is not None:
-            session.pending_at[ident] = len(session.pending)
-        session.pending.append(entry)
-    session.pending_bytes = held + len(json)
-    session.unsequenced |= sequence is None
-    if call is None:
-        return None
-    pending = session.pending
-    if not session.unsequenced:
-        pending.sort(key=_pending_order)
-    tool_calls = [part for part in translated["parts"] if part["type"] == "tool_call"]
-    reach = list(dict.fromkeys([call, *(str(part["id"]) for part in tool_calls)]))
-    body = {
-        "session_id": sid,
-        "new_messages": orjson.Fragment(b"[" + b",".join([m[2] for m in pending]) + b"]"),
-        "completion": render_completion(translated),
-        "inference_call_id": call,
-        "tool_calls": tool_calls,
-    }
-    turn = _LeastTurn(body, reach, now)
-    seen = session.seen
-    for ident, _, _ in pending:
-        if ident is not None:
-            seen[ident] = None
-    seen["call:" + call] = None
-    while len(seen) > p.max_remembered_identities:
-        del seen[next(iter(seen))]
-    session.pending, session.pending_at = [], {}
-    session.pending_bytes, session.unsequenced = 0, False
-    for rid in reach:
-        reaching = session.reach.setdefault(rid, [])
-        reaching.append(turn)
-        for waiting in session.waiting.pop(rid, ()):
-            if len(reaching) > 1:
-                counts[Count.dead_letter(Reason.AMBIGUOUS_DECISION)] += 1
-            elif len(turn.decisions) >= p.max_turn_decisions:
-                counts[Count.dead_letter(Reason.SESSION_LIMIT)] += 1
-            else:
-                turn.decisions.append(waiting)
-    return turn
-
-
-def _least_decision(
-    sessions: dict[str, _LeastSession],
-    value: Any,
-    offset: int,
-    now: float,
-    p: Policy,
-    counts: Counter[Count],
-) -> _LeastTurn | None:
-    """The turn the decision revises, if it joins one now."""
-    try:
-        decision = msgspec.convert(value, wire.DecisionStruct)
-    except msgspec.ValidationError:
-        counts[Count.dead_letter(Reason.SCHEMA)] += 1
-        return None
-    if decision.org_id is not None and normalize_org(decision.org_id) != p.org_id:
-        counts[Count.dead_letter(Reason.TENANT_MISMATCH)] += 1
-        return None
-    session = _least_session(sessions, decision.session_id, offset, now, p, counts)
-    if session is None:
-        return None
-    occurred, delay = instant_ns(decision.occurred_at), decision.observation_delay_ms
-    call_id, harness = decision.call_id, decision.agent_harness
-    # The natural keys of SPEC §3 (org and session: the same for every key of the session).
-    acted = (decision.accepted, decision.explicit, decision.interaction_mode, occurred)
-    natural: tuple[object, ...]
-    if harness == "claude-code" and call_id is not None:
-        natural = ("tool-use", *acted, call_id)
-    else:
-        path, delay_key = decision.file_path, -1 if delay is None else int(delay)
-        natural = ("edit", harness, path, *acted, call_id or "", delay_key)
-    sibling = ("codex", *acted, call_id) if harness == "codex" and call_id is not None else None
-    pathless = decision.file_path == ""
-    if natural in session.collapse or (pathless and sibling in session.collapse):
-        counts[Count.DUPLICATE_DECISION] += 1
-        return None
-    reached = [] if call_id is None else session.reach.get(call_id, [])
-    if len(reached) == 1 and len(reached[0].decisions) >= p.max_turn_decisions:
-        counts[Count.dead_letter(Reason.SESSION_LIMIT)] += 1
-        return None
-    waiting = None if call_id is None or reached else session.waiting.setdefault(call_id, [])
-    if waiting is not None and len(waiting) >= p.max_waiting_decisions:
-        counts[Count.dead_letter(Reason.SESSION_LIMIT)] += 1
-        return None
-    session.collapse.add(natural)
-    if sibling is not None and not pathless:
-        session.collapse.add(sibling)
-    if call_id is None:
-        counts[Count.dead_letter(Reason.UNATTRIBUTABLE_DECISION)] += 1
-        return None
-    stored: DecisionDict = {
-        "decision_id": decision.decision_id,
-        "org_id": p.org_id,
-        "session_id": decision.session_id,
-        "user_id": decision.user_id,
-        "agent_harness": harness,
-        "file_path": decision.file_path,
-        "accepted": decision.accepted,
-        "explicit": decision.explicit,
-        "interaction_mode": decision.interaction_mode,
-        "commit_sha": decision.commit_sha,
-        "call_id": call_id,
-        "edit_retention_score": decision.edit_retention_score,
-        "observation_delay_ms": None if delay is None else int(delay),
-        "occurred_at": decision.occurred_at,
-        "captured_at": decision.captured_at or format_utc(now),
-        "raw": redact(value["raw"]),
-    }
-    entry = ((occurred, decision.decision_id), stored)
-    if waiting is not None:
-        waiting.append(entry)
-        return None
-    if len(reached) > 1:
-        counts[Count.dead_letter(Reason.AMBIGUOUS_DECISION)] += 1
-        return None
-    turn = reached[0]
-    turn.decisions.append(entry)
-    turn.revision += 1
-    return turn
+    def decision(
+        self, decision: wire.DecisionStruct, value: dict[str, Any], offset: int
+    ) -> _LeastTurn | None:
+        """The turn the decision revises, if it joins one now."""
+        p, counts, now = self.policy, self.counts, self.now
+        if decision.org_id is not None and normalize_org(decision.org_id) != p.org_id:
+            counts[Count.dead_letter(Reason.TENANT_MISMATCH)] += 1
+            return None
+        session = self.session(decision.session_id, offset)
+        if session is None:
+            return None
+        occurred, delay = instant_ns(decision.occurred_at), decision.observation_delay_ms
+        call_id, harness = decision.call_id, decision.agent_harness
+        # The natural keys of SPEC §3 (org and session: the same for every key of the session).
+        acted = (decision.accepted, decision.explicit, decision.interaction_mode, occurred)
+        natural: tuple[object, ...]
+        if harness == "claude-code" and call_id is not None:
+            natural = ("tool-use", *acted, call_id)
+        else:
+            path, delay_key = decision.file_path, -1 if delay is None else int(delay)
+            natural = ("edit", harness, path, *acted, call_id or "", delay_key)
+        sibling = ("codex", *acted, call_id) if harness == "codex" and call_id is not None else None
+        pathless = decision.file_path == ""
+        if natural in session.collapse or (pathless and sibling in session.collapse):
+            counts[Count.DUPLICATE_DECISION] += 1
+            return None
+        reached = [] if call_id is None else session.reach.get(call_id, [])
+        if len(reached) == 1 and len(reached[0].decisions) >= p.max_turn_decisions:
+            counts[Count.dead_letter(Reason.SESSION_LIMIT)] += 1
+            return None
+        waiting = None if call_id is None or reached else session.waiting.setdefault(call_id, [])
+        if waiting is not None and len(waiting) >= p.max_waiting_decisions:
+            counts[Count.dead_letter(Reason.SESSION_LIMIT)] += 1
+            return None
+        session.collapse.add(natural)
+        if sibling is not None and not pathless:
+            session.collapse.add(sibling)
+        if call_id is None:
+            counts[Count.dead_letter(Reason.UNATTRIBUTABLE_DECISION)] += 1
+            return None
+        stored: DecisionDict = {
+            "decision_id": decision.decision_id,
+            "org_id": p.org_id,
+            "session_id": decision.session_id,
+            "user_id": decision.user_id,
+            "agent_harness": harness,
+            "file_path": decision.file_path,
+            "accepted": decision.accepted,
+            "explicit": decision.explicit,
+            "interaction_mode": decision.interaction_mode,
+            "commit_sha": decision.commit_sha,
+            "call_id": call_id,
+            "edit_retention_score": decision.edit_retention_score,
+            "observation_delay_ms": None if delay is None else int(delay),
+            "occurred_at": decision.occurred_at,
+            "captured_at": decision.captured_at or format_utc(now),
+            "raw": redact(value["raw"]),
+        }
+        entry = ((occurred, decision.decision_id), stored)
+        if waiting is not None:
+            waiting.append(entry)
+            return None
+        if len(reached) > 1:
+            counts[Count.dead_letter(Reason.AMBIGUOUS_DECISION)] += 1
+            return None
+        turn = reached[0]
+        turn.decisions.append(entry)
+        turn.revision += 1
+        return turn
 
 
 def least_rate(lines: list[dict[str, Any]]) -> float:
