@@ -24,13 +24,14 @@ revisions than replay does (a redelivered copy under a new id is one more to it)
 What the core costs above it is what its care costs (SPEC §4-§6), the part a faster
 design would have to shrink.
 
-``least_rate``: records/s of the floor plus the least bookkeeping SPEC §3-§6 asks for, as
-tight as plain Python writes it: the applied offset, message identities (pending, replaced
-in place, remembered up to the limit), the collapse by natural key, unique-or-drop joins,
-waiting decisions, decisions in their order, expiry, every per-session limit and the
-counts. All in memory, nothing laid out for a changelog, no dead letters written: a lower
-bound on what any core that keeps the contract costs here. It emits the same final
-revisions as replay on the workload (``tests/test_bench_stages.py``).
+``least_rate``: records/s of the floor plus the least bookkeeping SPEC §2-§6 asks for, as
+tight as plain Python writes it: the checks the Structs leave to Python, the applied
+offset, message identities (pending, replaced in place, remembered up to the limit), the
+collapse by natural key with the Codex sibling, unique-or-drop joins, waiting decisions,
+decisions in their order, expiry, every per-session limit and the counts. All in memory,
+nothing laid out for a changelog, its dead letters counted and not written: a lower bound
+on what a core that keeps the contract costs here. It writes replay's TURNS lines byte for
+byte over the workload (``tests/test_bench_stages.py``).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from stream_app.config import Settings
 from stream_app.core import jsonbytes, wire
 from stream_app.core.completion import render_completion
 from stream_app.core.counts import Count
+from stream_app.core.limits import INT64_MAX, INT64_MIN, in_range
 from stream_app.core.policy import Policy
 from stream_app.core.records import SourceRecord, turn_key, turns_line
 from stream_app.core.redaction import redact
@@ -61,7 +63,7 @@ from stream_app.core.translate import identity, inference_message
 from stream_app.models.dead_letter import Reason
 from stream_app.models.decision import DecisionDict, DecisionPayload
 from stream_app.models.message import LLMMessagePublishedEvent, role_of, sequence_of
-from stream_app.models.timestamps import format_utc, instant_ns
+from stream_app.models.timestamps import format_utc, instant_ns, is_datetime
 from stream_app.pipeline import Pipeline
 from stream_app.replay import FREEZE_EVERY, record_value
 from stream_app.state import entries
@@ -490,7 +492,23 @@ class _LeastCore:
         if event.orgId is not None and normalize_org(event.orgId) != p.org_id:
             counts[Count.dead_letter(Reason.TENANT_MISMATCH)] += 1
             return None
-        sequence = sequence_of(message.sequence)
+        try:
+            sequence = sequence_of(message.sequence)
+        except ValueError:
+            sequence = INT64_MAX + 1  # not a sequence: refused below with the out of range
+        parts = message.content or ()
+        one_kind = all(
+            (part.text is None) + (part.reasoning is None) + (part.toolResult is None) >= 2
+            for part in parts
+        )
+        if (
+            (sequence is not None and not INT64_MIN <= sequence <= INT64_MAX)
+            or not (parts or message.toolCalls)
+            or not one_kind
+            or (event.publishedAt is not None and not is_datetime(event.publishedAt))
+        ):  # the rules of SPEC §2 the Struct does not check (``intake._fast_message``)
+            counts[Count.dead_letter(Reason.SCHEMA)] += 1
+            return None
         translated = inference_message(message, role, counts)
         json = jsonbytes.dumps(translated)
         if len(json) > p.max_record_bytes:
@@ -570,7 +588,16 @@ class _LeastCore:
         session = self.session(decision.session_id, offset)
         if session is None:
             return None
-        occurred, delay = instant_ns(decision.occurred_at), decision.observation_delay_ms
+        delay, captured = decision.observation_delay_ms, decision.captured_at
+        if (
+            (isinstance(delay, float) and (not delay.is_integer() or delay < 0))
+            or (delay is not None and delay > INT64_MAX)
+            or not in_range(decision.occurred_at)
+            or (captured is not None and not in_range(captured))
+        ):  # the rules of SPEC §3 the Struct does not check (``intake._fast_decision``)
+            counts[Count.dead_letter(Reason.SCHEMA)] += 1
+            return None
+        occurred = instant_ns(decision.occurred_at)
         call_id, harness = decision.call_id, decision.agent_harness
         # The natural keys of SPEC §3 (org and session: the same for every key of the session).
         acted = (decision.accepted, decision.explicit, decision.interaction_mode, occurred)
@@ -614,7 +641,7 @@ class _LeastCore:
             "edit_retention_score": decision.edit_retention_score,
             "observation_delay_ms": None if delay is None else int(delay),
             "occurred_at": decision.occurred_at,
-            "captured_at": decision.captured_at or format_utc(now),
+            "captured_at": captured or format_utc(now),
             "raw": redact(value["raw"]),
         }
         entry = ((occurred, decision.decision_id), stored)
