@@ -53,7 +53,7 @@ from stream_app.config import Settings
 from stream_app.core import jsonbytes, wire
 from stream_app.core.completion import render_completion
 from stream_app.core.counts import Count
-from stream_app.core.limits import INT64_MAX, INT64_MIN, in_range
+from stream_app.core.intake import decision_rules, message_rules
 from stream_app.core.policy import Policy
 from stream_app.core.records import SourceRecord, turn_key, turns_line
 from stream_app.core.redaction import redact
@@ -62,8 +62,8 @@ from stream_app.core.tenant import normalize_org
 from stream_app.core.translate import identity, inference_message
 from stream_app.models.dead_letter import Reason
 from stream_app.models.decision import DecisionDict, DecisionPayload
-from stream_app.models.message import LLMMessagePublishedEvent, role_of, sequence_of
-from stream_app.models.timestamps import format_utc, instant_ns, is_datetime
+from stream_app.models.message import LLMMessagePublishedEvent, role_of
+from stream_app.models.timestamps import format_utc, instant_ns
 from stream_app.pipeline import Pipeline
 from stream_app.replay import FREEZE_EVERY, record_value
 from stream_app.state import entries
@@ -485,30 +485,14 @@ class _LeastCore:
         """The turn the message completes, if it completes one."""
         p, counts, now = self.policy, self.counts, self.now
         message, sid = event.message, event.conversationId
-        role = role_of(message.role)
-        if role is None:
+        checked = message_rules(event)  # SPEC §2's rules the Struct leaves to Python
+        if checked is None:
             counts[Count.dead_letter(Reason.SCHEMA)] += 1
             return None
         if event.orgId is not None and normalize_org(event.orgId) != p.org_id:
             counts[Count.dead_letter(Reason.TENANT_MISMATCH)] += 1
             return None
-        try:
-            sequence = sequence_of(message.sequence)
-        except ValueError:
-            sequence = INT64_MAX + 1  # not a sequence: refused below with the out of range
-        parts = message.content or ()
-        one_kind = all(
-            (part.text is None) + (part.reasoning is None) + (part.toolResult is None) >= 2
-            for part in parts
-        )
-        if (
-            (sequence is not None and not INT64_MIN <= sequence <= INT64_MAX)
-            or not (parts or message.toolCalls)
-            or not one_kind
-            or (event.publishedAt is not None and not is_datetime(event.publishedAt))
-        ):  # the rules of SPEC §2 the Struct does not check (``intake._fast_message``)
-            counts[Count.dead_letter(Reason.SCHEMA)] += 1
-            return None
+        role, sequence = checked
         translated = inference_message(message, role, counts)
         json = jsonbytes.dumps(translated)
         if len(json) > p.max_record_bytes:
@@ -582,21 +566,17 @@ class _LeastCore:
     ) -> _LeastTurn | None:
         """The turn the decision revises, if it joins one now."""
         p, counts, now = self.policy, self.counts, self.now
+        checked = decision_rules(decision)  # SPEC §3's rules the Struct leaves to Python
+        if checked is None:
+            counts[Count.dead_letter(Reason.SCHEMA)] += 1
+            return None
         if decision.org_id is not None and normalize_org(decision.org_id) != p.org_id:
             counts[Count.dead_letter(Reason.TENANT_MISMATCH)] += 1
             return None
         session = self.session(decision.session_id, offset)
         if session is None:
             return None
-        delay, captured = decision.observation_delay_ms, decision.captured_at
-        if (
-            (isinstance(delay, float) and (not delay.is_integer() or delay < 0))
-            or (delay is not None and delay > INT64_MAX)
-            or not in_range(decision.occurred_at)
-            or (captured is not None and not in_range(captured))
-        ):  # the rules of SPEC §3 the Struct does not check (``intake._fast_decision``)
-            counts[Count.dead_letter(Reason.SCHEMA)] += 1
-            return None
+        delay, captured = checked[0], decision.captured_at
         occurred = instant_ns(decision.occurred_at)
         call_id, harness = decision.call_id, decision.agent_harness
         # The natural keys of SPEC §3 (org and session: the same for every key of the session).
@@ -605,7 +585,7 @@ class _LeastCore:
         if harness == "claude-code" and call_id is not None:
             natural = ("tool-use", *acted, call_id)
         else:
-            path, delay_key = decision.file_path, -1 if delay is None else int(delay)
+            path, delay_key = decision.file_path, -1 if delay is None else delay
             natural = ("edit", harness, path, *acted, call_id or "", delay_key)
         sibling = ("codex", *acted, call_id) if harness == "codex" and call_id is not None else None
         pathless = decision.file_path == ""
@@ -639,7 +619,7 @@ class _LeastCore:
             "commit_sha": decision.commit_sha,
             "call_id": call_id,
             "edit_retention_score": decision.edit_retention_score,
-            "observation_delay_ms": None if delay is None else int(delay),
+            "observation_delay_ms": delay,
             "occurred_at": decision.occurred_at,
             "captured_at": captured or format_utc(now),
             "raw": redact(value["raw"]),
