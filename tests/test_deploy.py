@@ -52,7 +52,7 @@ def test_compose_creates_every_topic_the_worker_uses_with_its_partition_count() 
     assert f"--partitions {settings.partitions}" in script
     assert "--topic turns --config cleanup.policy=compact" in script
     assert settings.broker_url == "kafka://kafka:9092"
-    assert f"{settings.web_port}:{settings.web_port}" in services["worker"]["ports"]
+    assert f"127.0.0.1:{settings.web_port}:{settings.web_port}" in services["worker"]["ports"]
     assert services["worker"]["depends_on"]["topics"]["condition"] == (
         "service_completed_successfully"
     )
@@ -60,6 +60,28 @@ def test_compose_creates_every_topic_the_worker_uses_with_its_partition_count() 
     # The RocksDB store outlives the container.
     assert "ENV STREAM_APP_DATA_DIR=/data" in (ROOT / "Dockerfile").read_text()
     assert any(v.endswith(":/data") for v in services["worker"]["volumes"])
+
+
+def test_compose_publishes_kafka_where_the_tools_look_and_only_on_the_hosts_loopback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 43 item 2-3: `stream-app publish`, `tail` and `export` on the host find compose's
+    Kafka with no flag (their default broker), and neither Kafka (no authentication) nor the
+    web port (whose /sessions/{id} returns chat content) is published beyond the host."""
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    services = compose["services"]
+    monkeypatch.delenv("STREAM_APP_BROKER_URL", raising=False)
+    default = Settings().bootstrap_servers()  # what a client command uses with no flag
+    listeners = dict(
+        item.split("://", 1)
+        for item in services["kafka"]["environment"]["KAFKA_ADVERTISED_LISTENERS"].split(",")
+    )
+    assert listeners["HOST"] == default
+    host_port = default.rsplit(":", 1)[1]
+    for service in services.values():
+        for mapping in service.get("ports", []):
+            assert mapping.startswith("127.0.0.1:"), mapping
+    assert any(m.split(":")[1] == host_port for m in services["kafka"]["ports"])
 
 
 def test_compose_keeps_kafkas_log_with_the_workers_tables_and_restarts_a_crashed_worker() -> None:
@@ -433,6 +455,21 @@ def test_the_topics_job_and_the_init_container_run_the_generated_script() -> Non
     job_labels = docs[("Job", "stream-app-topics")]["spec"]["template"]["metadata"]["labels"]
     worker_selector = docs[("PodDisruptionBudget", "stream-app")]["spec"]["selector"]["matchLabels"]
     assert not worker_selector.items() <= job_labels.items()
+
+
+def test_the_worker_image_is_named_once_where_a_pushed_image_is_set() -> None:
+    """Issue 43 item 3: a cluster pulls the image from a registry. The manifests name it in
+    one place, kustomization.yaml's `images` (what `kustomize edit set image` changes), and
+    both it and the README say to push it."""
+    kustomization, docs = load(DEPLOY)
+    (image,) = kustomization["images"]
+    _, container = worker(docs)
+    assert container["image"] == image["name"] == "stream-app"
+    assert image["newTag"]
+    kustomization_text = (DEPLOY / "kustomization.yaml").read_text()
+    assert "docker push" in kustomization_text and "set image stream-app=" in kustomization_text
+    readme = (ROOT / "README.md").read_text()
+    assert "docker push" in readme and "kustomize edit set image" in readme
 
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (for kustomize) not installed")

@@ -21,6 +21,9 @@ import tomllib
 import zipfile
 from pathlib import Path
 
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
 import stream_app
 from stream_app import dev
 from stream_app.cli import _parser
@@ -92,9 +95,11 @@ def test_the_image_installs_dependencies_before_the_code_and_runs_as_non_root() 
 
     deps = first("RUN python -c")
     assert first("COPY pyproject.toml") < deps < first("COPY stream_app")
-    # Before the code is copied nothing but pyproject.toml is: a code change keeps the layer.
+    # Before the code is copied nothing but the dependencies' two files is: a code change
+    # keeps the layer.
     copies = [s for s in steps[:deps] if s.startswith(("COPY", "ADD"))]
-    assert copies == ["COPY pyproject.toml ./"]
+    assert copies == ["COPY pyproject.toml constraints.txt ./"]
+    assert "-c constraints.txt" in steps[deps]
     code_install = next(s for s in steps if "pip install" in s and "--no-deps ." in s)
     assert "[" not in code_install  # no extra: no test broker, no test tools
     user = next(s for s in reversed(steps) if s.startswith("USER "))
@@ -113,6 +118,45 @@ def test_the_images_dependency_step_lists_the_run_time_dependencies(tmp_path: Pa
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert listed == pyproject["project"]["dependencies"]
     assert listed and not any(x.startswith("calfkit") for x in listed)
+
+
+def _pins() -> dict[str, str]:
+    """constraints.txt as ``{normalized name: version}``; every line a ``name==version`` pin."""
+    pins: dict[str, str] = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        requirement = Requirement(line)
+        (spec,) = requirement.specifier
+        assert spec.operator == "==", line
+        pins[canonicalize_name(requirement.name)] = spec.version
+    return pins
+
+
+def test_the_images_constraints_pin_every_dependency_within_its_range() -> None:
+    """Two builds of one commit install the same versions: the image installs through
+    constraints.txt, which must pin each run-time dependency inside pyproject.toml's range
+    (a range changed without renewing the file fails here)."""
+    pins = _pins()
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    for line in pyproject["project"]["dependencies"]:
+        requirement = Requirement(line)
+        name = canonicalize_name(requirement.name)
+        assert name in pins, f"{requirement.name} is not pinned in constraints.txt"
+        assert requirement.specifier.contains(pins[name], prereleases=True), (
+            f"constraints.txt pins {name}=={pins[name]}, outside {requirement.specifier}"
+        )
+    # What the pins pull in is pinned too: every requirement of a pinned package (as
+    # installed here at the pinned version) that applies here is itself in the file.
+    for name, version in pins.items():
+        if importlib.metadata.version(name) != version:
+            continue
+        for needed in importlib.metadata.requires(name) or []:
+            requirement = Requirement(needed)
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                assert canonicalize_name(requirement.name) in pins, (
+                    f"{name}=={version} needs {requirement.name}, which is not pinned"
+                )
 
 
 def test_version_and_every_subcommand_has_a_one_line_description() -> None:
