@@ -28,6 +28,14 @@ def client_options(settings: Settings, bootstrap: str | None = None) -> ClientOp
     }
 
 
+def no_broker(where: str) -> str:
+    """The one wording of "nothing answers", with the two ways to point a tool elsewhere."""
+    return (
+        f"no Kafka broker answers at {where} "
+        "(point the tool at yours with --bootstrap HOST:PORT or STREAM_APP_BROKER_URL)"
+    )
+
+
 def quiet_client_log() -> None:
     """aiokafka logs each failed connection, with a traceback; the tools say it in one line."""
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)

@@ -420,6 +420,8 @@ def _stop_worker(worker: subprocess.Popen[bytes], broker: _Broker) -> None:
 
 def _banner(broker: _Broker, settings: Settings, workdir: Path, keep: bool) -> None:
     print(f"broker (Kafka protocol): {broker.bootstrap}", flush=True)
+    # A line to paste into another shell: publish, tail and export then find this broker.
+    print(f"clients: export STREAM_APP_BROKER_URL={broker.url}", flush=True)
     print(f"worker web: http://127.0.0.1:{settings.web_port}  (/metrics /ready)", flush=True)
     print(
         f"topics: in {settings.topic_messages}, {settings.topic_decisions}; "

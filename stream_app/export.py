@@ -26,7 +26,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 from aiokafka.structs import ConsumerRecord
 
-from stream_app.clients import ClientOptions, client_options, close_consumer
+from stream_app.clients import ClientOptions, client_options, close_consumer, no_broker
 from stream_app.config import Settings
 from stream_app.core.records import turns_line
 from stream_app.core.revisions import Latest, TurnRecord, read_headers
@@ -67,7 +67,7 @@ async def read_to_end(
             await consumer.start()
     except (KafkaError, OSError, TimeoutError):
         await close_consumer(consumer)
-        raise ExportError(f"no Kafka broker answers at {where}") from None
+        raise ExportError(no_broker(where)) from None
     try:
         return await _read(consumer, topic, where, each, progress)
     except KafkaError as exc:

@@ -34,7 +34,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 from aiokafka.structs import RecordMetadata
 
-from stream_app.clients import client_options
+from stream_app.clients import client_options, no_broker
 from stream_app.config import Settings
 from stream_app.core.intake import decode
 from stream_app.core.records import TopicKind
@@ -123,7 +123,7 @@ class Publisher:
                 await self.producer.start()
         except (KafkaError, OSError, TimeoutError):
             await self.stop()
-            raise PublishError(f"no Kafka broker answers at {self.where}") from None
+            raise PublishError(no_broker(self.where)) from None
 
     async def stop(self) -> None:
         # Going away anyway; a record not acknowledged has been reported by ``flush``.

@@ -24,7 +24,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 from aiokafka.structs import ConsumerRecord
 
-from stream_app.clients import close_consumer, quiet_client_log
+from stream_app.clients import close_consumer, no_broker, quiet_client_log
 from stream_app.config import KafkaOptions
 from stream_app.core.revisions import read_headers
 from stream_app.models.dead_letter import DeadLetterDict
@@ -130,9 +130,7 @@ async def _connect(bootstrap: str, err: IO[str], options: KafkaOptions | None) -
         )
         await asyncio.sleep(delay)
         delay *= 2
-    raise TailError(
-        f"no Kafka broker answers at {where}; gave up after {CONNECT_ATTEMPTS} attempts"
-    )
+    raise TailError(f"gave up after {CONNECT_ATTEMPTS} attempts: {no_broker(where)}")
 
 
 async def _started(consumer: AIOKafkaConsumer) -> bool:
@@ -220,7 +218,11 @@ def _print(
         return False
     key = (record.key or b"").decode()
     if as_json:
-        out.write(orjson.dumps({"key": key, "value": value}).decode() + "\n")
+        # The headers too: without revision and final_after a reader cannot tell the latest
+        # revision or whether the turn is final.
+        headers_text = {name: data.decode(errors="replace") for name, data in record.headers or ()}
+        line = {"key": key, "headers": headers_text, "value": value}
+        out.write(orjson.dumps(line).decode() + "\n")
     else:
         headers = read_headers(record.headers)
         out.write(describe(key, value, headers.revision if headers else None) + "\n")

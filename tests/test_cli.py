@@ -64,6 +64,8 @@ def test_dev_demo_runs_a_broker_and_a_worker_and_prints_the_turns() -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "broker (Kafka protocol): 127.0.0.1:" in done.stdout
+    # A line to paste, after which every client command finds the broker (issue 43 item 2).
+    assert "clients: export STREAM_APP_BROKER_URL=kafka://127.0.0.1:" in done.stdout
     for call in ("msg-a1", "msg-a2", "msg-a3", "msg-a4"):
         assert f'turn ["sess-7f3a","{call}"]:' in done.stdout  # the key: [session, call]
 
@@ -101,7 +103,7 @@ def test_tail_prints_turns_as_json_lines(broker: EmbeddedBroker) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert [orjson.loads(line) for line in done.stdout.splitlines()] == [
-        {"key": "c1", "value": turn}
+        {"key": "c1", "headers": {}, "value": turn}
     ]
 
 
@@ -179,7 +181,27 @@ def test_a_kafka_url_is_a_bootstrap_address_too(tmp_path: Path) -> None:
     done = run("publish", str(source), "--bootstrap", f"kafka://127.0.0.1:{port}")
     assert done.returncode == 2
     (line,) = done.stderr.splitlines()
-    assert line == f"stream-app publish: no Kafka broker answers at 127.0.0.1:{port}"
+    assert line.startswith(f"stream-app publish: no Kafka broker answers at 127.0.0.1:{port} ")
+
+
+@pytest.mark.parametrize("command", ["publish", "export", "tail"])
+def test_every_client_command_finds_the_broker_as_the_worker_does_and_says_how_to_point_it(
+    command: str, tmp_path: Path
+) -> None:
+    """Issue 43 item 2: with no ``--bootstrap`` a client command connects where
+    ``STREAM_APP_BROKER_URL`` says, as the worker does, and its "no broker" error names both
+    ways to point it at a broker."""
+    source = tmp_path / "in.jsonl"
+    source.write_text((ROOT / "examples" / "session.jsonl").read_text().splitlines()[0] + "\n")
+    args = {"publish": [str(source)], "export": ["--out", str(tmp_path / "out.jsonl")], "tail": []}
+    port = free_port()  # nothing listens there
+    env = {**os.environ, "STREAM_APP_BROKER_URL": f"kafka://127.0.0.1:{port}"}
+    done = run(command, *args[command], env=env)
+    assert done.returncode == 2, done.stderr
+    last = done.stderr.splitlines()[-1]
+    assert last.startswith(f"stream-app {command}: "), last
+    assert f"no Kafka broker answers at 127.0.0.1:{port}" in last
+    assert "--bootstrap" in last and "STREAM_APP_BROKER_URL" in last
 
 
 def test_publish_of_a_file_whose_every_line_is_rejected_fails_without_a_broker(

@@ -7,7 +7,10 @@ a built wheel, not an index the package is not on.
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -83,3 +86,22 @@ def test_every_relative_link_resolves() -> None:
     for doc in (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))):
         for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", doc.read_text()):
             assert (doc.parent / target).exists(), (doc.name, target)
+
+
+def test_the_replay_example_runs_as_written_and_writes_nothing_into_the_checkout(
+    tmp_path: Path,
+) -> None:
+    """Issue 43 item 4: a newcomer pastes the replay block in the checkout; its files go to a
+    temporary folder, not among the project's own."""
+    (block,) = re.findall(r"```\n(.*?stream-app replay .*?)```", sections()["Replay a file"], re.S)
+    before = sorted(p.name for p in ROOT.iterdir())
+    script = block + 'echo "$out"\n'
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    env = {**os.environ, "PATH": path, "TMPDIR": str(tmp_path)}
+    done = subprocess.run(
+        ["bash", "-euc", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in ROOT.iterdir()) == before
+    out = Path(done.stdout.splitlines()[-1])
+    assert out.is_relative_to(tmp_path) and (out / "turns.jsonl").stat().st_size > 0

@@ -343,3 +343,24 @@ def test_two_sessions_reusing_a_message_id_are_two_keys_in_replay(tmp_path: Path
     assert [orjson.loads(k) for k in keys] == [["sess-A", "A-final"], ['sess-"B":\x00', "A-final"]]
     for key in keys:
         assert validator("turn-key.v1.json").is_valid(orjson.loads(key))
+
+
+def test_publish_and_replay_number_a_files_lines_one_way(tmp_path: Path) -> None:
+    """Issue 43 item 4: publish names line N, replay's dead letter of that line says offset
+    N - 1 (SPEC §7), blank lines counted in both, as docs/records.md states."""
+    source = tmp_path / "in.jsonl"
+    good = EXAMPLE.read_text().splitlines()[0]
+    source.write_text(f"{good}\n\n{good}\nnot json\n")
+    assert replay(tmp_path, source).returncode == 0
+    (letter,) = lines(tmp_path / "d.jsonl")
+    published = subprocess.run(
+        [sys.executable, "-m", "stream_app", "publish", str(source), "--strict"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    (said,) = [line for line in published.stderr.splitlines() if "invalid_json" in line]
+    assert f"{source}:4: " in said and letter["offset"] == 3
+    records_md = (ROOT / "docs" / "records.md").read_text()
+    assert 'the dead letter of line 14 says\n`"offset": 13`' in records_md

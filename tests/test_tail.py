@@ -111,7 +111,7 @@ def test_tail_reports_a_broker_that_goes_away_in_one_line_and_exits_2(tmp_path: 
         )
         assert process.stdout is not None
         line = _read_line(process.stdout, time.monotonic() + 60)
-        assert orjson.loads(line) == {"key": "c1", "value": TURN}  # tailing for real
+        assert orjson.loads(line) == {"key": "c1", "headers": {}, "value": TURN}  # for real
         own.stop()
         gone = time.monotonic()
         status = process.wait(tail.LOST_AFTER + 30)
@@ -164,6 +164,19 @@ def test_a_revision_says_its_number_and_a_dead_letter_says_why() -> None:
     ]
 
 
+def test_a_json_line_carries_the_records_headers() -> None:
+    """Issue 43 item 4: ``--json`` keeps what tells revisions apart and says when a turn is
+    final (the revision and final_after headers), as the plain lines say the revision."""
+    out = io.StringIO()
+    headers = [("session_id", b"s"), ("revision", b"2"), ("final_after", b"2026-11-29T16:03:00Z")]
+    assert tail._print(_record("turns", b'["s","c1"]', TURN, headers), True, out, "dlq")
+    assert orjson.loads(out.getvalue()) == {
+        "key": '["s","c1"]',
+        "headers": {"session_id": "s", "revision": "2", "final_after": "2026-11-29T16:03:00Z"},
+        "value": TURN,
+    }
+
+
 @pytest.mark.broker
 def test_tail_follows_turns_and_dead_letters_until_ctrl_c_and_says_so(
     broker: EmbeddedBroker,
@@ -194,7 +207,10 @@ def test_tail_follows_turns_and_dead_letters_until_ctrl_c_and_says_so(
             assert ready, f"two records not shown in 60 s: {shown!r}"
             shown += os.read(process.stdout.fileno(), 65536)
         seen = [orjson.loads(line) for line in shown.splitlines()]
-        assert sorted(seen, key=len) == [{"dead_letter": letter}, {"key": "c1", "value": TURN}]
+        assert sorted(seen, key=len) == [
+            {"dead_letter": letter},
+            {"key": "c1", "headers": {}, "value": TURN},
+        ]
         said = os.read(leader, 65536).decode()
         assert said.startswith(f"stream-app tail: following {turns} and {dlq} at ")
         assert said.rstrip().endswith("until Ctrl-C")
