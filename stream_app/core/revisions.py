@@ -77,6 +77,8 @@ class Latest:
     """The latest revision of every key, fed the turn topic's records in any partition order
     (each partition in offset order)."""
 
+    # A key keeps the place of its first record (a dict keeps a key where it was first put):
+    # within a partition, the order its turns were first emitted in.
     records: dict[bytes, TurnRecord] = field(default_factory=dict)
     read: int = 0
 
@@ -87,7 +89,8 @@ class Latest:
             self.records[record.key] = record
 
     def select(self, now: float, include_open: bool) -> tuple[list[TurnRecord], Counter[str]]:
-        """The latest revisions to write, in topic order (partition, then offset), and counts.
+        """The latest revisions to write, by partition and in each in the order the turns were
+        first emitted (the offset of a key's first record, as on the final topic), and counts.
 
         A turn is final when its ``final_after`` is before ``now``; one without headers is
         counted open, as nothing says it cannot change. Deleted keys are not written.
@@ -104,6 +107,6 @@ class Latest:
             counts["final" if final else "open"] += 1
             if final or include_open:
                 chosen.append(record)
-        chosen.sort(key=lambda r: (r.partition, r.offset))
+        chosen.sort(key=lambda r: r.partition)  # stable: first emissions stay in order
         counts["written"] = len(chosen)
         return chosen, counts
