@@ -72,7 +72,9 @@ def tune_gc() -> None:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from stream_app.replay import replay, summary
+    from stream_app.pipeline import Pipeline
+    from stream_app.replay import replay, summary, unfinished
+    from stream_app.state.memory import MemorySessions
 
     settings = load_settings()
     tune_gc()
@@ -83,17 +85,20 @@ def _replay(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"stream-app replay: cannot read {args.input}: {exc.strerror}", file=sys.stderr)
         return 2
+    pipeline = Pipeline(settings.policy(), MemorySessions())
     try:
         with source, open(args.out, "wb") as turns, open(args.dlq, "wb") as dlq:
             if sys.stderr.isatty():
                 from stream_app.replay_view import replay_with_progress
 
-                replay_with_progress(source, settings, turns, dlq)
+                replay_with_progress(source, settings, turns, dlq, pipeline)
             else:
-                print(summary(replay(source, settings, turns, dlq)), file=sys.stderr)
+                print(summary(replay(source, settings, turns, dlq, pipeline)), file=sys.stderr)
     except OSError as exc:
         print(f"stream-app replay: {exc.filename}: {exc.strerror}", file=sys.stderr)
         return 2
+    for warning in unfinished(pipeline.store):
+        print(f"stream-app replay: warning: {warning}", file=sys.stderr)
     return 0
 
 
@@ -215,6 +220,7 @@ def _publish(args: argparse.Namespace) -> int:
     from stream_app.clients import quiet_client_log
     from stream_app.progress import progress
     from stream_app.publish import PublishError, Rejected, publish, summary
+    from stream_app.text import unclosed_warning
 
     quiet_client_log()
     settings = load_settings()
@@ -232,6 +238,9 @@ def _publish(args: argparse.Namespace) -> int:
         def rejected(r: Rejected) -> None:
             bar.say(f"stream-app publish: {args.input}:{r.line}: {r.error} ({r.reason})")
 
+        def warned(line: int, warning: str) -> None:
+            bar.say(f"stream-app publish: {args.input}:{line}: warning: {warning}")
+
         try:
             result = asyncio.run(
                 publish(
@@ -240,6 +249,7 @@ def _publish(args: argparse.Namespace) -> int:
                     bootstrap=args.bootstrap,
                     strict=args.strict,
                     on_rejected=rejected,
+                    on_warning=warned,
                     progress=lambda done: bar.update(done, size),
                 )
             )
@@ -250,6 +260,8 @@ def _publish(args: argparse.Namespace) -> int:
             print(f"stream-app publish: {exc.filename}: {exc.strerror}", file=sys.stderr)
             return 2
     print(summary(result), file=sys.stderr)
+    if result.unclosed:
+        print(f"stream-app publish: warning: {unclosed_warning(result.unclosed)}", file=sys.stderr)
     return 2 if result.refused or result.nothing_sent else 0
 
 

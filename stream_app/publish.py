@@ -30,14 +30,16 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import orjson
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 from aiokafka.structs import RecordMetadata
 
 from stream_app.clients import client_options, no_broker
 from stream_app.config import Settings
+from stream_app.core.fields import near_misses
 from stream_app.core.intake import decode
-from stream_app.core.records import TopicKind
+from stream_app.core.records import SessionMessage, TopicKind
 from stream_app.models.topics import partition_for
 from stream_app.replay import source_record
 from stream_app.text import counted
@@ -69,6 +71,8 @@ class Outgoing:
     topic: str
     key: bytes
     value: bytes
+    closes: bool = False  # an assistant message with a finishReason: it makes a turn
+    warnings: tuple[str, ...] = ()  # fields that are near misses of the contract's
 
 
 def check(
@@ -90,8 +94,15 @@ def check(
             yield Rejected(offset + 1, str(letter["reason"]), str(letter["error"]))
             continue
         assert record.value is not None  # a replay line always has a value
+        message = item if isinstance(item, SessionMessage) else None
         yield Outgoing(
-            offset + 1, record.kind, record.topic, item.session_id.encode(), record.value
+            offset + 1,
+            record.kind,
+            record.topic,
+            item.session_id.encode(),
+            record.value,
+            closes=message is not None and message.inference_call_id is not None,
+            warnings=tuple(near_misses(orjson.loads(record.value))) if message else (),
         )
 
 
@@ -177,6 +188,13 @@ class Published:
     sent: Counter[str] = field(default_factory=Counter)  # by kind: messages, decisions
     rejected: list[Rejected] = field(default_factory=list)
     refused: bool = False  # strict, and a line was rejected: nothing was sent
+    # Per session sent, whether its last message closes a turn: those that do not wait.
+    closed: dict[str, bool] = field(default_factory=dict)
+
+    @property
+    def unclosed(self) -> list[str]:
+        """Sessions whose last messages no finishing message closes."""
+        return sorted(session for session, closed in self.closed.items() if not closed)
 
     @property
     def nothing_sent(self) -> bool:
@@ -203,6 +221,7 @@ async def publish(
     bootstrap: str | None = None,
     strict: bool = False,
     on_rejected: Callable[[Rejected], None] = lambda r: None,
+    on_warning: Callable[[int, str], None] = lambda line, warning: None,
     progress: Callable[[int], None] | None = None,
 ) -> Published:
     """Publishes a replay-format file; ``progress`` is told the bytes read so far.
@@ -235,6 +254,10 @@ async def publish(
                 await publisher.start()
             await publisher.send(checked)
             result.sent[checked.kind] += 1
+            for warning in checked.warnings:
+                on_warning(checked.line, warning)
+            if checked.kind == "messages":
+                result.closed[checked.key.decode()] = checked.closes
         if publisher is not None:
             await publisher.flush()
     finally:

@@ -21,8 +21,9 @@ from stream_app.core.records import Origin, Outputs, SourceRecord, turns_line
 from stream_app.models.dead_letter import Reason
 from stream_app.models.json_types import Json
 from stream_app.pipeline import Pipeline
+from stream_app.state.base import SessionStore
 from stream_app.state.memory import MemorySessions
-from stream_app.text import counted
+from stream_app.text import counted, named, unclosed_warning
 
 REPLAY_INPUT_TOPIC = "replay-input"  # source_topic of a line that is not a record at all
 FREEZE_EVERY = 1_000  # records between two freezes of what the replay holds (heap.py)
@@ -136,6 +137,29 @@ def replay(
             totals[count] += times
     totals["sessions_in_state"] = len(pipeline.store)
     return totals
+
+
+def unfinished(store: SessionStore) -> list[str]:
+    """Warnings for what the input leaves waiting in state, which no output shows: sessions
+    whose last messages no finishing message closed, and decisions whose turn never came."""
+    unclosed: list[str] = []
+    waiting: list[str] = []
+    for session_id in store.session_ids():
+        state = store.get(session_id)
+        if state is None:
+            continue
+        if state.pending_messages:
+            unclosed.append(session_id)
+        if state.waiting_decisions:
+            waiting.append(session_id)
+    warnings = [unclosed_warning(sorted(unclosed))] if unclosed else []
+    if waiting:
+        warnings.append(
+            f"{counted(len(waiting), 'session')} {'holds' if len(waiting) == 1 else 'hold'} "
+            "decisions waiting for a turn that "
+            f"has not come: {named(sorted(waiting))}"
+        )
+    return warnings
 
 
 def summary(counts: Counter[str]) -> str:

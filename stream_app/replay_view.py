@@ -12,6 +12,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColu
 from rich.table import Table
 
 from stream_app.config import Settings
+from stream_app.pipeline import Pipeline
 from stream_app.replay import replay
 
 ROWS = [
@@ -39,7 +40,11 @@ def summary_table(counts: Counter[str]) -> Table:
 
 
 def replay_with_progress(
-    source: IO[bytes], settings: Settings, turns: IO[bytes], dlq: IO[bytes]
+    source: IO[bytes],
+    settings: Settings,
+    turns: IO[bytes],
+    dlq: IO[bytes],
+    pipeline: Pipeline | None = None,
 ) -> Counter[str]:
     console = Console(stderr=True)
     size = os.fstat(source.fileno()).st_size
@@ -62,6 +67,6 @@ def replay_with_progress(
                 yield line
             bar.update(task, completed=done)
 
-        counts = replay(lines(), settings, turns, dlq)
+        counts = replay(lines(), settings, turns, dlq, pipeline)
     console.print(summary_table(counts))
     return counts

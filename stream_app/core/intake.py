@@ -17,6 +17,7 @@ from stream_app.core import jsonbytes, wire
 from stream_app.core.collapse import codex_sibling, natural_key
 from stream_app.core.counts import Count
 from stream_app.core.dead_letter import rejected
+from stream_app.core.fields import describe
 from stream_app.core.limits import (
     INT64_MAX,
     INT64_MIN,
@@ -59,14 +60,6 @@ class _Rejected(Exception):
         super().__init__(error)
         self.reason = reason
         self.error = error
-
-
-def _describe(exc: ValidationError) -> str:
-    """The first error, with the path of the field it is about."""
-    first = exc.errors(include_url=False)[0]
-    where = ".".join(str(p) for p in first["loc"]) or "(record)"
-    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-    return f"{where}: {first['msg']}{more}"
 
 
 def _value(record: SourceRecord, policy: Policy) -> bytes:
@@ -334,7 +327,7 @@ def decode(
             )
         return item, out
     except ValidationError as exc:
-        return None, rejected(Origin.of(record), Reason.SCHEMA, _describe(exc), now)
+        return None, rejected(Origin.of(record), Reason.SCHEMA, describe(exc), now)
     except LimitExceeded as exc:
         return None, rejected(Origin.of(record), Reason.SCHEMA, str(exc), now)
     except _Rejected as exc:
