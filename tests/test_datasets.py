@@ -627,3 +627,29 @@ def test_a_topic_export_keeps_each_turn_at_the_place_of_its_first_emission() -> 
         latest.add(record(offset, key, revision))
     chosen, _ = latest.select(now=2.0, include_open=False)
     assert [(r.key, r.offset) for r in chosen] == [(b"a", 2), (b"b", 1), (b"c", 3)]
+
+
+def test_docs_name_every_field_and_reason_and_the_readme_command_parses() -> None:
+    import re
+    import shlex
+    from typing import get_type_hints
+
+    from stream_app.cli import _parser
+    from stream_app.dataset_files import Manifest, ManifestFile
+    from stream_app.datasets import ChatMessage, ExampleMetadata
+
+    docs = (ROOT / "docs" / "records.md").read_text().split("## Datasets", 1)[1]
+    for reason in SkipReason:
+        assert f"| `{reason.value}` |" in docs, reason
+    for name in get_type_hints(ChatMessage):
+        assert f"`messages[].{name}`" in docs, name
+    for name in get_type_hints(ExampleMetadata):
+        assert f"`metadata.{name}`" in docs, name
+    for name in get_type_hints(Manifest):
+        assert f"| `{name}" in docs, name
+    for name in get_type_hints(ManifestFile):
+        assert f"`{name}`" in docs, name
+    readme = (ROOT / "README.md").read_text().split("## Build a dataset", 1)[1]
+    (command,) = re.findall(r"`(stream-app export [^`]+)`", readme)
+    args = _parser().parse_args(shlex.split(command)[1:])
+    assert (args.format, args.from_file, args.eval_fraction) == ("chat", "turns.jsonl", 0.1)
