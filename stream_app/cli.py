@@ -474,7 +474,11 @@ def _parser() -> argparse.ArgumentParser:
         "an --out ending in .parquet writes Parquet. A manifest (OUT-stem.manifest.json: "
         "counts, SHA-256 of each file, turns skipped by reason) is written beside them.",
     )
-    export.add_argument("--out", required=True, help="where to write the turns")
+    export.add_argument(
+        "--out",
+        required=True,
+        help="where to write (a .parquet name: Parquet); with --eval-fraction, names the splits",
+    )
     export.add_argument(
         "--include-open", action="store_true", help="also turns that may still be revised"
     )
