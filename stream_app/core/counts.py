@@ -30,16 +30,12 @@ class Count(StrEnum):
     RECORDS_MESSAGES = "records:messages"  # replay's records read, by kind
     RECORDS_DECISIONS = "records:decisions"
     SESSIONS_IN_STATE = "sessions_in_state"  # replay's, at its end
-    DEAD_LETTER_INVALID_JSON = "dead_letter:invalid_json"
-    DEAD_LETTER_SCHEMA = "dead_letter:schema"
-    DEAD_LETTER_TENANT_MISMATCH = "dead_letter:tenant_mismatch"
-    DEAD_LETTER_TOO_LARGE = "dead_letter:too_large"
-    DEAD_LETTER_UNATTRIBUTABLE_DECISION = "dead_letter:unattributable_decision"
-    DEAD_LETTER_AMBIGUOUS_DECISION = "dead_letter:ambiguous_decision"
-    DEAD_LETTER_ORPHANED_DECISION = "dead_letter:orphaned_decision"
-    DEAD_LETTER_TURN_TOO_LARGE = "dead_letter:turn_too_large"
-    DEAD_LETTER_SESSION_LIMIT = "dead_letter:session_limit"
-    DEAD_LETTER_PROCESSING_ERROR = "dead_letter:processing_error"
+    # One member a dead-letter reason, DEAD_LETTER_<NAME> = "dead_letter:<value>", made from
+    # ``Reason`` itself: a new reason is counted (and has its metric) with no edit here.
+    _ignore_ = "_members _reason"
+    _members = vars()
+    for _reason in Reason:
+        _members[f"DEAD_LETTER_{_reason.name}"] = f"dead_letter:{_reason.value}"
 
     @staticmethod
     def dead_letter(reason: Reason) -> Count:

@@ -112,9 +112,16 @@ def _message(
     )
 
 
-def message_rules(event: wire.EventStruct) -> tuple[Role, int | None] | None:
-    """The message's role and sequence when every rule the models keep in Python holds
-    for what the Struct took (``core/wire.py``, SPEC §2); None when one does not."""
+def _fast_message(
+    doc: Json, record: SourceRecord, counts: Counter[Count], policy: Policy
+) -> SessionMessage | None:
+    """The message, when the Struct takes the document and every rule the models keep in
+    Python holds (``core/wire.py``); None leaves it to ``_message``, which decides it as it
+    always has. Nothing is counted before the last None."""
+    try:
+        event = msgspec.convert(doc, wire.EventStruct)
+    except msgspec.ValidationError:
+        return None
     message = event.message
     role = role_of(message.role)
     if role is None:
@@ -135,28 +142,11 @@ def message_rules(event: wire.EventStruct) -> tuple[Role, int | None] | None:
             return None
     if event.publishedAt is not None and not is_datetime(event.publishedAt):
         return None
-    return role, sequence
-
-
-def _fast_message(
-    doc: Json, record: SourceRecord, counts: Counter[Count], policy: Policy
-) -> SessionMessage | None:
-    """The message, when the Struct takes the document and every rule the models keep in
-    Python holds (``message_rules``); None leaves it to ``_message``, which decides it as
-    it always has. Nothing is counted before the last None."""
-    try:
-        event = msgspec.convert(doc, wire.EventStruct)
-    except msgspec.ValidationError:
-        return None
-    checked = message_rules(event)
-    if checked is None:
-        return None
     if event.orgId is not None and normalize_org(event.orgId) != policy.org_id:
         return None
-    role, sequence = checked
     fields = cast(JsonObject, doc)  # the Struct took it: an object
     return _session_message(
-        event.conversationId, event.message, role, sequence, fields, record, counts, policy
+        event.conversationId, message, role, sequence, fields, record, counts, policy
     )
 
 
@@ -230,10 +220,13 @@ def _decision(doc: Json, record: SourceRecord, policy: Policy) -> SessionDecisio
     return _session_decision(payload, payload.observation_delay_ms, fields, record, policy)
 
 
-def decision_rules(payload: wire.DecisionStruct) -> tuple[int | None] | None:
-    """The decision's ``observation_delay_ms`` as an int (or None), in a tuple, when the
-    rules the models keep in Python hold for what the Struct took (SPEC §3); None when
-    one does not."""
+def _fast_decision(doc: Json, record: SourceRecord, policy: Policy) -> SessionDecision | None:
+    """The decision, when the Struct takes the document and the rules the models keep in
+    Python hold (``core/wire.py``); None leaves it to ``_decision``."""
+    try:
+        payload = msgspec.convert(doc, wire.DecisionStruct)
+    except msgspec.ValidationError:
+        return None
     delay = payload.observation_delay_ms
     if isinstance(delay, float):
         if not delay.is_integer() or delay < 0:
@@ -244,22 +237,9 @@ def decision_rules(payload: wire.DecisionStruct) -> tuple[int | None] | None:
     occurred, captured = payload.occurred_at, payload.captured_at
     if not in_range(occurred) or (captured is not None and not in_range(captured)):
         return None
-    return (delay,)
-
-
-def _fast_decision(doc: Json, record: SourceRecord, policy: Policy) -> SessionDecision | None:
-    """The decision, when the Struct takes the document and the rules the models keep in
-    Python hold (``decision_rules``); None leaves it to ``_decision``."""
-    try:
-        payload = msgspec.convert(doc, wire.DecisionStruct)
-    except msgspec.ValidationError:
-        return None
-    checked = decision_rules(payload)
-    if checked is None:
-        return None
     if payload.org_id is not None and normalize_org(payload.org_id) != policy.org_id:
         return None
-    return _session_decision(payload, checked[0], cast(JsonObject, doc), record, policy)
+    return _session_decision(payload, delay, cast(JsonObject, doc), record, policy)
 
 
 def _session_decision(
