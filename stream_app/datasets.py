@@ -38,6 +38,9 @@ Format = Literal["turns", "chat", "trajectories"]
 FORMATS: tuple[Format, ...] = ("turns", "chat", "trajectories")
 Split = Literal["all", "train", "eval"]
 MAX_LISTED = 1_000  # skipped turns the manifest names one by one (the counts are complete)
+# A Turn the worker writes nests less than 64 levels of input (core/limits.py) and ten of its
+# own; one deeper than this is not one of them, and orjson writes no more than 255 levels.
+MAX_TURN_DEPTH = 128
 
 
 class SkipReason(StrEnum):
@@ -202,8 +205,24 @@ def _completing(turn: TurnDict) -> int | None:
     return found[0] if len(found) == 1 else None
 
 
+def _deeper_than(value: Json, limit: int) -> bool:
+    """Whether ``value`` nests more than ``limit`` levels (iterative: any depth is safe)."""
+    stack: list[tuple[Json, int]] = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list):
+            if depth >= limit:
+                return True
+            children = node.values() if isinstance(node, dict) else node
+            stack.extend((child, depth + 1) for child in children)
+    return False
+
+
 def parse_turn(line: bytes, call_id: str) -> TurnDict | None:
     """The Turn of a turn line whose key names ``call_id``, or None when it holds none."""
+    brackets = len(line) - len(line.translate(None, b"{["))
+    if brackets > MAX_TURN_DEPTH and _deeper_than(orjson.loads(line), MAX_TURN_DEPTH + 1):
+        return None  # (the line's own object is one level)
     try:
         value = orjson.loads(line).get("value")
         Turn.model_validate(value)

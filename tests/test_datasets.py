@@ -653,3 +653,16 @@ def test_docs_name_every_field_and_reason_and_the_readme_command_parses() -> Non
     (command,) = re.findall(r"`(stream-app export [^`]+)`", readme)
     args = _parser().parse_args(shlex.split(command)[1:])
     assert (args.format, args.from_file, args.eval_fraction) == ("chat", "turns.jsonl", 0.1)
+
+
+def test_a_turn_nested_deeper_than_any_the_worker_writes_is_not_a_turn(tmp_path: Path) -> None:
+    """orjson writes at most 255 levels: such a line from a hand-made file is skipped, not a
+    crash halfway through the files."""
+    lines = replayed(EXAMPLE.read_bytes(), org="default").splitlines()
+    doc = orjson.loads(lines[1])  # msg-a2, which carries a decision
+    doc["value"]["decisions"][0]["raw"] = {"d": "here"}
+    deep = b'{"d":' * 300 + b'"bottom"' + b"}" * 300  # more than orjson writes
+    lines[1] = orjson.dumps(doc).replace(b'{"d":"here"}', deep)
+    for form in ("turns", "chat", "trajectories"):
+        manifest, _ = export(b"\n".join(lines), tmp_path, f"{form}.jsonl", format=form)
+        assert manifest["skipped"]["not_a_turn"] == 1, form
