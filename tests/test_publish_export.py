@@ -167,6 +167,20 @@ def assert_round_trip(r: Round, source: Path) -> dict[str, dict[str, Any]]:
         assert_valid_turn(turn)
         assert_valid_turn_key(key.encode(), turn, orjson.loads(key)[0])
     assert f"{len(exported)} written to {out}" in done.stderr
+    # Chat examples from the topic equal those from replay's file: each session's turns in the
+    # order first emitted, though a late decision's revision comes after later turns.
+    chats = []
+    for name, source_args in (
+        ("topic-chat.jsonl", ["--include-open"]),
+        ("file-chat.jsonl", ["--from", str(r.workdir / "replay-turns.jsonl")]),
+    ):
+        done = r.cli("export", *source_args, "--format", "chat", "--out", str(r.workdir / name))
+        assert done.returncode == 0, done.stderr
+        by_session: dict[str, list[bytes]] = defaultdict(list)
+        for line in (r.workdir / name).read_bytes().splitlines():
+            by_session[orjson.loads(line)["metadata"]["session_id"]].append(line)
+        chats.append(dict(by_session))
+    assert chats[0] == chats[1] and sum(map(len, chats[0].values())) == len(exported)
 
     # Every record on the turn topic carries consistent headers, numbering its key's
     # emissions 1, 2, ... as replay emitted them, with one final_after per key.
