@@ -19,7 +19,17 @@ from __future__ import annotations
 
 from operator import attrgetter
 
-from stream_app.core.collapse import CollapseWrites, Firsts, first_copy
+from stream_app.core.collapse import (
+    CONFLICT,
+    PATHLESS,
+    RELEASED,
+    CollapseWrites,
+    Firsts,
+    conflicted,
+    decision_key,
+    first_copy,
+    resend,
+)
 from stream_app.core.completion import render_completion
 from stream_app.core.counts import Count
 from stream_app.core.dead_letter import dead_letter, turn_too_large
@@ -256,33 +266,66 @@ def _add_decision(
     now: float,
     out: Outputs,
 ) -> None:
+    decision = item.decision
+    decision_id, call_id = decision["decision_id"], decision["call_id"]
     sibling = item.codex_sibling
-    pathless = item.decision["file_path"] == ""
-    decision_id = item.decision["decision_id"]
+    pathless = decision["file_path"] == ""
     this = first_copy(decision_id, item.source)
-    keys = [item.natural_key, sibling] if sibling is not None and pathless else [item.natural_key]
-    if any((first := firsts.get(k)) is not None and first != this for k in keys):
-        out.outcome = "duplicate"
+    first = firsts.get(item.natural_key)
+    held = None if sibling is None else firsts.get(sibling)  # a copy with the path, or a resend
+    with_path = held is not None and not held.startswith(PATHLESS)
+    # A record that finds itself (``first_copy``) was applied when first read: what later
+    # records wrote to the collapse before the worker stopped must not change its fate.
+    if (first is not None and first != this) or (pathless and with_path and first is None):
+        out.outcome = "duplicate"  # a copy of an act applied, or a resend of a copy with a path
         out.counts[Count.DUPLICATE_DECISION] += 1
         return
 
-    call_id = item.decision["call_id"]
+    # A copy with a path replaces the pathless resends of it that came first (SPEC §3's Codex
+    # rule, in either order): it takes their place, so it needs no room of its own.
+    resends: list[StoredDecision] = []
+    same: set[str] = set()  # first copies of this act under other records
+    if sibling is not None and not pathless:
+        resends = state.resends_of(sibling)
+        same = {first_copy(r.decision["decision_id"], r.source) for r in resends}
+        if held is not None and not with_path:
+            same.add(held[len(PATHLESS) :])  # the first resend, held or not
+    elif held is not None and with_path:
+        same.add(held)  # a resend read again, its copy with the path applied after it
+    named = decision_key(decision_id)
+    conflict, other, claim = _claim(state, decision_id, firsts.get(named), this, same, resends)
     reached = [] if call_id is None else state.turns_reaching(call_id)
-    if len(reached) == 1 and len(reached[0].decisions) >= policy.max_turn_decisions:
-        _session_limit(state, item.origin, _full(reached[0], policy), now, out)
-        return
-    waiting = len(state.waiting_decisions)
-    if call_id is not None and not reached and waiting >= policy.max_waiting_decisions:
-        problem = (
-            f"already holds {waiting} decisions waiting for their turn, the limit "
-            f"(max_waiting_decisions {policy.max_waiting_decisions})"
-        )
-        _session_limit(state, item.origin, problem, now, out)
-        return
+    if not conflict and not resends:
+        if len(reached) == 1 and len(reached[0].decisions) >= policy.max_turn_decisions:
+            _session_limit(state, item.origin, _full(reached[0], policy), now, out)
+            return
+        waiting = len(state.waiting_decisions)
+        if call_id is not None and not reached and waiting >= policy.max_waiting_decisions:
+            problem = (
+                f"already holds {waiting} decisions waiting for their turn, the limit "
+                f"(max_waiting_decisions {policy.max_waiting_decisions})"
+            )
+            _session_limit(state, item.origin, problem, now, out)
+            return
 
     writes.remember.append((item.natural_key, this))
-    if sibling is not None and not pathless:
-        writes.remember.append((sibling, this))
+    if sibling is not None and (held is None or (not pathless and not with_path)):
+        writes.remember.append((sibling, resend(this) if pathless else this))
+    if claim is not None:
+        writes.remember.append((named, claim))
+    revised: dict[str, EmittedTurn] = {}  # the turns to emit again, once each
+    for r in resends:  # now counted duplicates, their ids no act's of their own
+        if (left := state.take_out(r)) is not None:
+            revised[left.call_id] = left
+        out.replaced.append(r.source)
+        out.counts[Count.DUPLICATE_DECISION] += 1
+        if r.decision["decision_id"] != decision_id:
+            writes.remember.append((decision_key(r.decision["decision_id"]), RELEASED))
+    if other is not None:  # the act first under the id, held: it leaves
+        if (left := state.take_out(other)) is not None:
+            revised[left.call_id] = left
+        _conflicting(state, other.origin, decision_id, now, out)
+
     if call_id is None:
         out.outcome = "dead_lettered"
         out.dead_letters.append(
@@ -294,25 +337,56 @@ def _add_decision(
             )
         )
         out.counts[Count.dead_letter(Reason.UNATTRIBUTABLE_DECISION)] += 1
-        return
-
-    decision = item.decision.copy()
-    if decision["captured_at"] is None:
-        decision["captured_at"] = format_utc(now)  # first store wins; copies are collapsed
-    stored = StoredDecision(
-        decision, (instant_ns(decision["occurred_at"]), decision["decision_id"]), item.origin
-    )
-    if len(reached) > 1:
+    elif conflict:
         out.outcome = "dead_lettered"
-        _ambiguous(state, stored, reached, now, out)
-    elif reached:
-        out.outcome = "contributed"
-        state.store_decision(stored)
-        reached[0].decisions.append(stored)
-        _revise(state, reached[0], policy, item.origin, now, out)
+        _conflicting(state, item.origin, decision_id, now, out)
     else:
-        out.outcome = "contributed"
-        state.add_waiting(stored)
+        decision = decision.copy()
+        if decision["captured_at"] is None:
+            decision["captured_at"] = format_utc(now)  # first store wins; copies are collapsed
+        stored = StoredDecision(
+            decision, (instant_ns(decision["occurred_at"]), decision_id), item.origin
+        )
+        if len(reached) > 1:
+            out.outcome = "dead_lettered"
+            _ambiguous(state, stored, reached, now, out)
+        elif reached:
+            out.outcome = "contributed"
+            state.store_decision(stored)
+            reached[0].decisions.append(stored)
+            revised[reached[0].call_id] = reached[0]
+        else:
+            out.outcome = "contributed"
+            state.add_waiting(stored)
+    for turn in revised.values():
+        _revise(state, turn, policy, item.origin, now, out)
+
+
+def _claim(
+    state: SessionState,
+    decision_id: str,
+    claim: str | None,
+    this: str,
+    same: set[str],
+    resends: list[StoredDecision],
+) -> tuple[bool, StoredDecision | None, str | None]:
+    """Whether ``decision_id`` names another act of the session already (one decision_id,
+    one act), the decision of that act the session holds (to take out), and what the
+    collapse is to hold under the id now (None: as it is).
+
+    ``claim``: what the collapse holds under the id. No other act: nothing, the record
+    itself (read again), :data:`RELEASED`, or a copy of this act under another record
+    (``same``: a Codex resend this copy replaces, or the copy with the path of this resend)."""
+    other = state.held_with_id(decision_id)
+    if other is not None and any(other is r for r in resends):
+        other = None
+    if claim is not None and claim.startswith(CONFLICT):  # the first act, read again, or not
+        return claim[len(CONFLICT) :] != this or other is not None, other, None
+    if claim is not None and claim != this and claim != RELEASED and claim not in same:
+        return True, other, conflicted(claim)
+    if other is not None:  # held, yet not in the collapse: state from before it held ids
+        return True, other, conflicted(first_copy(decision_id, other.source))
+    return False, None, None if claim == this else this
 
 
 def _revision(
@@ -375,4 +449,18 @@ def _ambiguous(
         f"{state.session_id!r} ({names})"
     )
     out.dead_letters.append(dead_letter(d.origin, Reason.AMBIGUOUS_DECISION, error, now))
+    out.counts[Count.dead_letter(Reason.AMBIGUOUS_DECISION)] += 1
+
+
+def _conflicting(
+    state: SessionState, origin: Origin, decision_id: str, now: float, out: Outputs
+) -> None:
+    """A copy of one of two acts under one decision_id: it joins no turn (SPEC §4's
+    unique-or-drop, for the id that names the decision)."""
+    error = (
+        f"decision_id: {decision_id!r} names two different decisions of session "
+        f"{state.session_id!r} (they differ in what the developer did, or when); no copy "
+        "under it joins a turn"
+    )
+    out.dead_letters.append(dead_letter(origin, Reason.AMBIGUOUS_DECISION, error, now))
     out.counts[Count.dead_letter(Reason.AMBIGUOUS_DECISION)] += 1

@@ -4,10 +4,21 @@ A producer may resend a decision with a regenerated ``decision_id`` and a new
 ``captured_at``; what identifies the developer's act is the tuple below. Keys are hashed so
 a session's collapse entries stay small however long the values are.
 
-The collapse table maps (session id, natural key) to the first copy's ``decision_id`` (and
-the record it came from). It is
-its own table, not part of a session's state, so a session's state does not grow with every
-decision it ever collapsed; its entries go when their session expires.
+The collapse table maps (session id, key) to a copy of a decision (:func:`first_copy`: its
+``decision_id`` and the record it came from). Three kinds of key, each read before a step
+(``SessionDecision.collapse_keys``) and set after it (``CollapseWrites``):
+
+- the **natural key**: the first copy of the act; a later copy is a counted duplicate;
+- the **Codex sibling** (a ``codex`` decision with a ``call_id``): the first copy with a
+  path, or, until one comes, the first pathless resend (:func:`resend`). A pathless copy
+  is a duplicate once a copy with a path is there; a copy with a path that finds a pathless
+  one replaces it, in whichever order they came (``core/assembler.py``);
+- the **decision_id** (:func:`decision_key`): the first copy of the one act the id names in
+  the session; the same marked :data:`CONFLICT` once a second act came under it (no copy of
+  either joins a turn); or :data:`RELEASED` when its act turned out a Codex resend of another.
+
+It is its own table, not part of a session's state, so a session's state does not grow with
+every decision it ever collapsed; its entries go when their session expires.
 """
 
 from __future__ import annotations
@@ -80,6 +91,28 @@ def codex_sibling(d: DecisionDict) -> str | None:
     )
 
 
+def decision_key(decision_id: str) -> str:
+    """The key under which the collapse holds the act a ``decision_id`` names."""
+    return _digest("decision-id", [decision_id])
+
+
+# A first copy is a JSON array: these values are not one. Each marker keeps the first copy
+# it marks, so that record, read again after a worker stopped, still finds itself.
+PATHLESS = "pathless:"  # a Codex sibling's value while a pathless resend holds it
+CONFLICT = "conflict:"  # a decision_id's value once a second act came under it
+RELEASED = "released"  # a decision_id's value once its act was found a resend: no act holds it
+
+
+def resend(first: str) -> str:
+    """The value of a Codex sibling key held by a pathless copy."""
+    return PATHLESS + first
+
+
+def conflicted(first: str) -> str:
+    """The value of a decision_id whose first act (``first``) met a second one."""
+    return CONFLICT + first
+
+
 def first_copy(decision_id: str, source: tuple[str, int, int]) -> str:
     """What the collapse keeps of a decision's first copy: its ``decision_id`` and the record
     it was read from. A record that finds itself there is not a copy but the first one read
@@ -91,16 +124,17 @@ class Collapse(Protocol):
     """Where the first copy of each decision is remembered, per session."""
 
     def first(self, session_id: str, key: str) -> str | None:
-        """The first copy with this natural key (:func:`first_copy`), if one came."""
+        """The value held under this key (:func:`first_copy`, or a marker above), if any."""
 
-    def remember(self, session_id: str, key: str, first: str) -> None: ...
+    def remember(self, session_id: str, key: str, first: str) -> None:
+        """Sets the key's value: the core asks only for the changes it means."""
 
     def forget(self, session_id: str) -> None:
         """Drops every entry of an expired session."""
 
 
-# The first copy of each of a decision's natural keys, as the collapse held them before the
-# step (None: no copy came): what the core reads of the collapse.
+# The value of each of a decision's keys, as the collapse held them before the step (None:
+# nothing held): what the core reads of the collapse.
 Firsts = Mapping[str, str | None]
 
 
@@ -111,4 +145,4 @@ class CollapseWrites:
     the middle of a step."""
 
     forget: bool = False  # the session expired before the record: its entries go first
-    remember: list[tuple[str, str]] = field(default_factory=list)  # (natural key, first)
+    remember: list[tuple[str, str]] = field(default_factory=list)  # (key, value), in order

@@ -14,6 +14,7 @@ from typing import Literal, NamedTuple
 import orjson
 
 from stream_app.core import jsonbytes
+from stream_app.core.collapse import decision_key
 from stream_app.core.counts import Count, Counts
 from stream_app.models.dead_letter import DeadLetterDict, Encoding
 from stream_app.models.decision import DecisionDict
@@ -125,9 +126,10 @@ class SessionDecision(NamedTuple):
     @property
     def collapse_keys(self) -> list[str]:
         """Every key the collapse may know a copy of it by (``core/collapse.py``)."""
+        named = decision_key(self.decision["decision_id"])
         if self.codex_sibling is None:
-            return [self.natural_key]
-        return [self.natural_key, self.codex_sibling]
+            return [self.natural_key, named]
+        return [self.natural_key, self.codex_sibling, named]
 
 
 SessionInput = SessionMessage | SessionDecision
@@ -199,11 +201,15 @@ class Outputs:
     dead_letters: list[DeadLetterDict] = field(default_factory=list)
     counts: Counter[Count] = field(default_factory=Counts)
     outcome: Outcome | None = None  # of the record this step consumed, if it consumed one
+    # Records applied before that this step found to be copies (a Codex resend met by the
+    # copy with its path): taken back out of the session, each now a counted duplicate.
+    replaced: list[Source] = field(default_factory=list)
 
     def extend(self, other: Outputs) -> None:
         self.turns.extend(other.turns)
         self.dead_letters.extend(other.dead_letters)
         self.counts.update(other.counts)
+        self.replaced.extend(other.replaced)
 
 
 def dump_input(item: SessionInput) -> bytes:

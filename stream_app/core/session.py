@@ -24,6 +24,7 @@ from typing import Literal
 import orjson
 
 from stream_app.core import jsonbytes
+from stream_app.core.collapse import codex_sibling
 from stream_app.core.policy import Policy
 from stream_app.core.records import Origin, OriginFields
 from stream_app.models.decision import DecisionDict
@@ -68,10 +69,22 @@ class StoredDecision:
     entry: int = 0
     # Derived, never stored: this decision as state JSON. A stored decision never changes.
     _json: bytes | None = field(default=None, compare=False, repr=False)
+    # Derived, never stored: for a pathless ``codex`` decision with a call_id, its Codex
+    # sibling key (``core/collapse.py``), under which a copy with the path finds it.
+    resend_of: str | None = field(default=None, init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        d = self.decision
+        if d["file_path"] == "" and d["agent_harness"] == "codex" and d["call_id"] is not None:
+            self.resend_of = codex_sibling(d)
 
     @property
     def call_id(self) -> str:
         return str(self.decision["call_id"])
+
+    @property
+    def source(self) -> tuple[str, int, int]:
+        return (self.origin.source_topic, self.origin.partition, self.origin.offset)
 
     def json(self) -> orjson.Fragment:
         if self._json is None:
@@ -226,6 +239,12 @@ class SessionState:
     _waiting_by_call: dict[str, dict[int, None]] = field(
         default_factory=dict, compare=False, repr=False
     )
+    # The decisions held (waiting, or joined to an open turn) by decision_id, and the
+    # pathless Codex resends among them by their sibling key (``StoredDecision.resend_of``).
+    _held: dict[str, StoredDecision] = field(default_factory=dict, compare=False, repr=False)
+    _resends: dict[str, dict[int, StoredDecision]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
     pending_bytes: int = field(default=0, compare=False, repr=False)
     unsequenced: int = field(default=0, compare=False, repr=False)  # pending with no sequence
     open_turn_bytes: int = field(default=0, compare=False, repr=False)
@@ -239,6 +258,10 @@ class SessionState:
             self._index_pending(position, p)
         for d in self.waiting_decisions.values():
             self._waiting_by_call.setdefault(d.call_id, {})[d.entry] = None
+            self._hold(d)
+        for turn in self.turns.values():
+            for d in turn.decisions:
+                self._hold(d)
         for position, group in self.remembered.items():
             self.seen_messages.update(dict.fromkeys(group.identities, position))
 
@@ -347,11 +370,50 @@ class SessionState:
 
     # -- decisions -------------------------------------------------------------------
 
+    def _hold(self, d: StoredDecision) -> None:
+        self._held[d.decision["decision_id"]] = d
+        if d.resend_of is not None:
+            self._resends.setdefault(d.resend_of, {})[d.entry] = d
+
     def store_decision(self, d: StoredDecision) -> None:
         d.entry = self._made(d)
+        self._hold(d)
 
     def drop_decision(self, d: StoredDecision) -> None:
         self._dropped(d.entry, d)
+        decision_id = d.decision["decision_id"]
+        if self._held.get(decision_id) is d:
+            del self._held[decision_id]
+        if d.resend_of is not None and (resends := self._resends.get(d.resend_of)):
+            resends.pop(d.entry, None)
+            if not resends:
+                del self._resends[d.resend_of]
+
+    def held_with_id(self, decision_id: str) -> StoredDecision | None:
+        """The decision the session holds under this id, waiting or joined to a turn."""
+        return self._held.get(decision_id)
+
+    def resends_of(self, sibling: str) -> list[StoredDecision]:
+        """The pathless Codex resends held whose copy with the path has this sibling key."""
+        resends = self._resends.get(sibling)
+        return [] if resends is None else list(resends.values())
+
+    def take_out(self, d: StoredDecision) -> EmittedTurn | None:
+        """Drops a held decision: out of the waiting ones, or out of the turn it joined,
+        which is returned (to be emitted again). A joined decision is on the one turn its
+        call_id reaches: one that comes to reach more turns leaves them (``assembler``)."""
+        self.drop_decision(d)
+        if self.waiting_decisions.pop(d.entry, None) is not None:
+            entries = self._waiting_by_call[d.call_id]
+            del entries[d.entry]
+            if not entries:
+                del self._waiting_by_call[d.call_id]
+            return None
+        for turn in self.turns_reaching(d.call_id):
+            if any(joined is d for joined in turn.decisions):
+                turn.decisions = [joined for joined in turn.decisions if joined is not d]
+                return turn
+        return None
 
     def add_waiting(self, d: StoredDecision) -> None:
         self.store_decision(d)

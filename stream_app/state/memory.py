@@ -16,7 +16,7 @@ class MemoryCollapse:
         return self._first.get(session_id, {}).get(key)
 
     def remember(self, session_id: str, key: str, first: str) -> None:
-        self._first.setdefault(session_id, {}).setdefault(key, first)
+        self._first.setdefault(session_id, {})[key] = first
 
     def forget(self, session_id: str) -> None:
         self._first.pop(session_id, None)

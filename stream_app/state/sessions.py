@@ -117,9 +117,10 @@ class TableCollapse:
 
     def remember(self, session_id: str, key: str, first: str) -> None:
         entry = collapse_key(session_id, key)
-        if entry not in self._remembered:
-            self._remembered[entry] = (first, self._batch)
-            self._open()[0].append(entry)
+        kept = self._remembered.get(entry)
+        if kept is None or kept[1] != self._batch:
+            self._open()[0].append(entry)  # once a batch, whatever it sets it to
+        self._remembered[entry] = (first, self._batch)
 
     def forget(self, session_id: str) -> None:
         self._forgotten[session_id] = self._batch

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 import pytest
 
+from stream_app.core.policy import Policy
 from stream_app.core.session import SessionState
-from tests.factories import Run, assistant, decision, tool_call
+from tests.factories import ORG, Run, assistant, decision, tool_call
 
 
 def joined(run: Run, key: str = "m1") -> list[dict]:
@@ -162,7 +165,8 @@ def test_collapse_entries_expire_with_their_session(expiry: str) -> None:
     out = run.dec(decision(call_id="m1", decision_id="d1-again"))
     assert out.outcome == "contributed"
     entries = collapse._first["s1"]  # type: ignore[attr-defined]
-    assert [orjson.loads(first)[0] for first in entries.values()] == ["d1-again"]
+    # Its natural key and its decision_id, each naming the new copy.
+    assert [orjson.loads(first)[0] for first in entries.values()] == ["d1-again"] * 2
 
 
 def test_a_decision_whose_entry_outlived_its_state_is_applied_when_read_again() -> None:
@@ -183,3 +187,156 @@ def test_a_decision_whose_entry_outlived_its_state_is_applied_when_read_again() 
     assert [d["decision_id"] for d in joined(run)] == ["d1"]
     copy = run.dec(decision(call_id="m1", decision_id="d1"))  # a real copy: another record
     assert copy.outcome == "duplicate"
+
+
+# -- arrival order: the Codex pair, and one act per decision_id ------------------------
+
+CODEX_TURN = assistant(message_id="m1", tool_calls=[tool_call("call_9")])
+WITH_PATH = decision(call_id="call_9", harness="codex", decision_id="d-path", file_path="a.py")
+
+
+def fed(records: list[tuple[str, dict[str, Any]]]) -> Run:
+    run = Run()
+    for kind, value in records:
+        run.feed(kind, value)
+    return run
+
+
+def around(turn: dict[str, Any], decisions: list[dict[str, Any]], at: int) -> list[Any]:
+    """The decisions in order, with the turn's message before the ``at``-th of them."""
+    records: list[tuple[str, dict[str, Any]]] = [("decisions", d) for d in decisions]
+    records.insert(at, ("messages", turn))
+    return records
+
+
+def waiting(run: Run) -> list[str]:
+    state = run.pipeline.store.get("s1")
+    return [] if state is None else [d.decision["decision_id"] for d in state.waiting]
+
+
+@pytest.mark.parametrize("at", [0, 1, 2], ids=["turn first", "turn between", "turn last"])
+@pytest.mark.parametrize("resend_id", ["d-path", "d-resend"])
+@pytest.mark.parametrize("path_first", [True, False], ids=["path first", "pathless first"])
+def test_a_codex_resend_collapses_into_the_copy_with_its_path_in_either_order(
+    path_first: bool, resend_id: str, at: int
+) -> None:
+    # The pathless resend used to collapse only when the copy with the path came first; in
+    # the other order (a detour, a producer retry) the turn carried both.
+    pathless = WITH_PATH | {"decision_id": resend_id, "file_path": ""}
+    pair = [WITH_PATH, pathless] if path_first else [pathless, WITH_PATH]
+    run = fed(around(CODEX_TURN, pair, at))
+    assert [d["file_path"] for d in joined(run)] == ["a.py"]
+    assert [d["decision_id"] for d in joined(run)] == ["d-path"]
+    assert run.counts["duplicate:decision"] == 1
+    assert run.dead_letters == [] and waiting(run) == []
+    # Later copies of either, under new ids, are duplicates and emit nothing.
+    before = len(run.revisions)
+    for copy in (pathless | {"decision_id": "again-1"}, WITH_PATH | {"decision_id": "again-2"}):
+        assert run.dec(copy).outcome == "duplicate"
+    assert len(run.revisions) == before
+
+
+def test_a_codex_resend_already_on_an_emitted_turn_is_taken_out_in_one_revision() -> None:
+    run = Run()
+    run.msg(CODEX_TURN)
+    run.dec(WITH_PATH | {"decision_id": "d-resend", "file_path": ""})
+    out = run.dec(WITH_PATH)
+    assert out.outcome == "contributed" and out.counts["duplicate:decision"] == 1
+    (revision,) = out.turns  # the resend out and the copy with its path in, at once
+    assert [d["decision_id"] for d in revision.turn["decisions"]] == ["d-path"]
+    assert [r.revision for r in out.turns] == [3]
+
+
+def test_codex_resends_of_one_act_at_several_delays_all_give_way_to_the_copy_with_a_path() -> None:
+    resends = [
+        WITH_PATH | {"decision_id": f"r{delay}", "file_path": "", "observation_delay_ms": delay}
+        for delay in (1000, 2000)
+    ]
+    for records in (
+        [("messages", CODEX_TURN), *[("decisions", d) for d in [*resends, WITH_PATH]]],
+        [("messages", CODEX_TURN), *[("decisions", d) for d in [WITH_PATH, *resends]]],
+    ):
+        run = fed(records)
+        assert [d["decision_id"] for d in joined(run)] == ["d-path"]
+        assert run.counts["duplicate:decision"] == 2
+
+
+ACCEPT = decision(call_id="m1", decision_id="d1", accepted=True)
+REJECT = decision(call_id="m1", decision_id="d1", accepted=False)
+
+
+def reasons(run: Run) -> list[tuple[str, bool]]:
+    """Each dead letter's reason and the ``accepted`` of the decision it carries."""
+    return sorted((d["reason"], orjson.loads(d["value"])["accepted"]) for d in run.dead_letters)
+
+
+@pytest.mark.parametrize("at", [0, 1, 2], ids=["turn first", "turn between", "turn last"])
+@pytest.mark.parametrize("accept_first", [True, False], ids=["accept first", "reject first"])
+def test_one_decision_id_for_two_acts_joins_no_turn_and_both_copies_are_dead_lettered(
+    accept_first: bool, at: int
+) -> None:
+    # A stable id names one act. Both copies used to end up on the turn; which of an accept
+    # and a reject is true is not the processor's to guess, so neither joins.
+    pair = [ACCEPT, REJECT] if accept_first else [REJECT, ACCEPT]
+    run = fed(around(assistant(message_id="m1"), pair, at))
+    assert joined(run) == [] and waiting(run) == []
+    assert reasons(run) == [("ambiguous_decision", False), ("ambiguous_decision", True)]
+    for letter in run.dead_letters:
+        assert "decision_id: 'd1'" in letter["error"] and "session 's1'" in letter["error"]
+    assert run.counts["dead_letter:ambiguous_decision"] == 2
+    assert run.counts["duplicate:decision"] == 0
+
+
+def test_a_conflicted_id_stays_conflicted_and_copies_of_either_act_are_duplicates() -> None:
+    run = fed(
+        [("messages", assistant(message_id="m1")), ("decisions", ACCEPT), ("decisions", REJECT)]
+    )
+    third = run.dec(ACCEPT | {"interaction_mode": "inline"})  # a third act under the id
+    assert third.outcome == "dead_lettered"
+    assert third.dead_letters[0]["reason"] == "ambiguous_decision"
+    for copy in (ACCEPT | {"decision_id": "d1-retry"}, REJECT | {"captured_at": None}):
+        assert run.dec(copy).outcome == "duplicate"
+    assert joined(run) == []
+    assert len(run.dead_letters) == 3
+
+
+@pytest.mark.parametrize("unattributable_first", [True, False])
+def test_an_id_conflict_with_an_unattributable_copy_ends_alike_in_either_order(
+    unattributable_first: bool,
+) -> None:
+    unattributable = REJECT | {"call_id": None}
+    pair = [unattributable, ACCEPT] if unattributable_first else [ACCEPT, unattributable]
+    run = fed(around(assistant(message_id="m1"), pair, 0))
+    assert joined(run) == []
+    assert reasons(run) == [("ambiguous_decision", True), ("unattributable_decision", False)]
+
+
+def test_one_decision_id_in_two_sessions_is_two_decisions() -> None:
+    run = Run()
+    for session in ("s1", "s2"):
+        run.msg(assistant(session, message_id="m1"))
+    run.dec(ACCEPT)
+    run.dec(decision("s2", call_id="m1", decision_id="d1", accepted=False))
+    assert run.dead_letters == []
+    assert len(joined(run)) == 1  # the final() of m1 is one of the two; each has its own
+    assert [o.outcome for o in run.outputs[-2:]] == ["contributed", "contributed"]
+
+
+def test_two_pathless_resends_under_one_id_at_different_delays_are_two_acts() -> None:
+    resend = WITH_PATH | {"file_path": "", "observation_delay_ms": 1000}
+    run = fed([("messages", CODEX_TURN), ("decisions", resend)])
+    out = run.dec(resend | {"observation_delay_ms": 2000})
+    assert out.outcome == "dead_lettered"
+    assert joined(run) == []
+    assert [d["reason"] for d in run.dead_letters] == ["ambiguous_decision"] * 2
+
+
+@pytest.mark.parametrize("accept_first", [True, False])
+def test_a_second_act_under_an_id_takes_no_room_it_is_a_conflict_not_a_session_limit(
+    accept_first: bool,
+) -> None:
+    run = Run(policy=Policy(org_id=ORG, max_waiting_decisions=1))
+    for d in [ACCEPT, REJECT] if accept_first else [REJECT, ACCEPT]:
+        run.dec(d)  # both wait: no turn m1 yet
+    assert reasons(run) == [("ambiguous_decision", False), ("ambiguous_decision", True)]
+    assert waiting(run) == []

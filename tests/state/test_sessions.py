@@ -226,6 +226,12 @@ def scenario() -> list[tuple[str, dict[str, Any]]]:
         ("messages", assistant(message_id="a2", tool_calls=[tool_call("c2")], sequence=9)),
         ("decisions", decision(call_id="c2", decision_id="d2")),
         ("messages", message(text="pending", message_id="u5")),
+        # A Codex resend, then its copy with the path, which replaces it (a revision).
+        ("decisions", decision(call_id="c2", harness="codex", decision_id="x0", file_path="")),
+        ("decisions", decision(call_id="c2", harness="codex", decision_id="x1", file_path="b")),
+        # Two acts under one decision_id: the first leaves its turn (a revision).
+        ("decisions", decision(call_id="a2", decision_id="y1")),
+        ("decisions", decision(call_id="a2", decision_id="y1", accepted=False)),
     ]
 
 
@@ -269,7 +275,7 @@ def final_state(tables: Tables) -> dict[str, Any]:
     return doc
 
 
-@pytest.mark.parametrize("split", [3, 5, 7, 9])
+@pytest.mark.parametrize("split", [3, 5, 7, 9, 10, 11, 12, 13])
 def test_a_checkpoint_stopped_at_any_write_is_read_back_and_replayed_exactly(
     split: int,
 ) -> None:
@@ -359,6 +365,37 @@ def count_writes(records: list[tuple[str, dict[str, Any]]], split: int) -> int:
     before = len(tables[0].journal)
     worker.checkpoint()
     return sum(1 for line in tables[0].journal[before:] if line.startswith("send"))
+
+
+def test_codex_pairs_and_conflicting_ids_collapse_alike_read_from_the_tables() -> None:
+    # What the collapse remembers of a pathless resend (replaced later by its copy with the
+    # path) and of a decision_id (conflicted later) lives in the tables: a worker that
+    # starts again after every record, reading nothing but the tables, ends as one that
+    # never stopped does.
+    codex = decision(call_id="c1", harness="codex", decision_id="x1", file_path="a.py")
+    records = [
+        ("messages", assistant(message_id="a1", tool_calls=[tool_call("c1")])),
+        ("decisions", codex | {"decision_id": "x0", "file_path": ""}),  # joins, then replaced
+        ("decisions", codex),
+        ("decisions", codex | {"decision_id": "x2", "file_path": "", "observation_delay_ms": 5}),
+        ("decisions", decision(call_id="a1", decision_id="y1")),
+        ("decisions", decision(call_id="a1", decision_id="y1", accepted=False)),  # a conflict
+        ("decisions", decision(call_id="a1", decision_id="y1", interaction_mode="inline")),
+        ("decisions", decision(call_id="a1", decision_id="x0", explicit=False)),  # x0 released
+    ]
+    tables = fresh_tables()
+    emitted: list[Any] = []
+    for offset in range(len(records)):
+        worker = Worker(tables)
+        worker.run(records, offset, offset + 1)
+        worker.checkpoint()
+        emitted += worker.emitted
+    final = {key: turn for key, _, turn in emitted}
+    (turn,) = final.values()
+    assert sorted(d["decision_id"] for d in turn["decisions"]) == ["x0", "x1"]
+    replayed = Worker(fresh_tables())  # the same records, a worker that never stopped
+    replayed.run(records, 0, len(records))
+    assert {key: turn for key, _, turn in replayed.emitted} == final
 
 
 # -- records that do not decode (issue 20 item 2) ------------------------------------------

@@ -123,6 +123,26 @@ def test_forgetting_a_session_drops_its_entries_and_no_one_elses(
         assert collapse.first(session, "nk2") == f"{session}-d2"
 
 
+def test_a_value_set_again_is_read_and_written_as_last_set(decisions: KeyPartitionedTable) -> None:
+    # The core sets a key again (a Codex resend's sibling key, taken by the copy with the
+    # path; a decision_id, marked conflicted): the last value rules, in the batch that set
+    # it, in a later one, and once written, whatever was written before it.
+    collapse = TableCollapse(Stand(decisions))
+    collapse.remember("ab", "k", "v1")
+    collapse.remember("ab", "k", "v2")
+    assert collapse.first("ab", "k") == "v2"
+    first = Snapshot(0)
+    collapse.seal(first)
+    collapse.remember("ab", "k", "v3")  # before the first snapshot is written
+    assert first.remembered == {collapse_key("ab", "k"): "v2"}
+    asyncio.run(written(collapse, first))
+    collapse.settled(first)
+    assert collapse.first("ab", "k") == "v3"
+    write(collapse, 1)
+    assert collapse.first("ab", "k") == "v3"
+    assert decisions.data[collapse_key("ab", "k")] == b"v3"
+
+
 def test_snapshots_written_in_order_keep_their_order(decisions: KeyPartitionedTable) -> None:
     collapse = TableCollapse(Stand(decisions))
     collapse.remember("ab", "nk1", "d1")
