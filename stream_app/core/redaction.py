@@ -17,10 +17,19 @@ is kept so that a translator defect stays debuggable. A credential is found by
   scalars too), ``config set name value``, a ``--flag`` or ``-flag`` or an XML element named
   like a secret. Names are split into words, so ``db_pass``, ``apiKeys`` and ``passwords``
   name secrets while ``max_tokens``, ``token_count`` and ``password_field`` (counts and
-  metadata) do not; key files (``tls.key``, ``id_rsa``) are names of key material.
+  metadata) do not; key files (``tls.key``, ``id_rsa``) are names of key material. A name
+  is tested after NFKC and a fold of look-alike letters (Cyrillic, Greek, Armenian), so
+  ``password`` with a Cyrillic er and a (U+0440, U+0430), or in fullwidth letters, names a
+  secret too;
+- its structure, as values and as JSON or YAML text: the value of a name/value pair whose
+  name names a secret (``{"name": "DB_PASSWORD", "value": …}``, ``{"key": …, "value": …}``),
+  an argument list read as the command line it is (``["sshpass", "-p", …]``), the parts of
+  a JWT given as sibling values (header, payload, signature).
 
-Text that is percent-encoded (a URL, a form body, a logged header) is decoded and searched
-again, so ``%22password%22%3A%22…%22`` goes as ``"password":"…"`` would.
+Text that is encoded is decoded and searched again: percent-encoded text (a URL, a form
+body, a logged header), so ``%22password%22%3A%22…%22`` goes as ``"password":"…"`` would;
+base64 that decodes to text (a ``.env`` file, JSON), which goes whole when that text holds a
+credential, to a bounded depth and length.
 
 Under a secret's name, values that cannot be one are kept: booleans, nulls, numbers under a
 name that may count tokens, and in text code and references (``form.get(...)``, ``$PW``).
@@ -36,9 +45,12 @@ import binascii
 import functools
 import itertools
 import re
+import unicodedata
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 from urllib.parse import quote, unquote
+
+import orjson
 
 REDACTED = "[REDACTED]"
 
@@ -76,122 +88,120 @@ _KEY_BASE64 = (
     r"(?:MII[A-Za-z0-9+/]{3}IBA[ADz]|MI[GH][A-Za-z0-9+/]AgE[AB]|M[A-Za-z0-9+/]{2}CAQ(?:Aw|EE)"
     r"|MII[A-Za-z0-9+/]{5}BgkqhkiG9w0BBQ[0-9A-Za-z]|b3BlbnNzaC1rZXktdjE)"
 )
-_SHAPES = re.compile(
-    # Not inside a word, but may follow a line break escaped in JSON text (``\ntoken``).
-    r"(?:(?<![A-Za-z0-9])|(?<=\\[nrt]))(?:"
-    + "|".join(
-        (
-            rf"(?:{_KEY_ARMOUR})(?s:.*?)(?:{_KEY_ARMOUR_END}|\Z)",
-            # A PEM encoded again in base64, as a Kubernetes secret's ``data`` holds it:
-            # checked when found (a certificate is public, see _shape).
-            rf"(?P<pem64>LS0tLS1CRUdJTi[A-Za-z0-9+/=]*{_MORE_BASE64})",
-            rf"{_KEY_BASE64}[A-Za-z0-9+/=]{{40,}}{_MORE_BASE64}",
-            r"AGE-SECRET-KEY-1[0-9A-Z]{50,}",
-            r"eyJ[\w-]{8,}\.eyJ[\w-]{8,}\.[\w-]*",  # JWT
-            r"(?:sk\.|ops_)eyJ[\w+/=.-]{30,}",  # Mapbox secret, 1Password service account
-            # AI providers
-            r"sk-[\w-]{16,}",
-            r"(?:gsk_|xai-|pplx-|pcsk_)[\w-]{32,}",
-            r"r8_[A-Za-z0-9]{30,}",
-            r"(?:hf_|api_org_)[A-Za-z0-9]{30,}",
-            r"lsv2_(?:pt|sk)_[0-9a-f]{32}_[0-9a-f]{10}",
-            # cloud
-            r"(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|AROA)[A-Z0-9]{16,}",
-            r"AIza[\w-]{35,}",
-            r"GOCSPX-[\w-]{24,}",
-            r"ya29\.[\w-]{20,}",
-            r"1//0[\w-]{40,}",
-            r"do[opr]_v1_[0-9a-f]{64}",
-            r"[\w~.-]{3}\dQ~[\w~.-]{31,}",  # Azure AD client secret
-            r"hv[sbr]\.[\w-]{24,}",
-            r"[a-z0-9]{14}\.atlasv1\.[\w-]{60,}",
-            r"dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,}",
-            r"HRKU-[\w-]{30,}",
-            r"sha256~[\w-]{43,}",
-            r"tskey-[a-z]+-[\w-]{10,}",
-            r"dapi[0-9a-f]{32}(?:-\d+)?",
-            r"sbp_[0-9a-f]{40,}",
-            # payments
-            r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}",
-            r"whsec_[A-Za-z0-9+/=]{24,}",
-            r"sq0(?:atp|csp)-[\w-]{22,}",
-            r"EAA[A-Za-z0-9]{60,}",
-            r"shp(?:at|ca|pa|ss)_[0-9a-fA-F]{32,}",
-            r"shippo_(?:live|test)_[0-9a-f]{40,}",
-            r"FLWSECK(?:_TEST)?-[0-9a-f]{32}-X",
-            r"duffel_(?:live|test)_[\w-]{40,}",
-            r"EZ[AT]K[A-Za-z0-9]{54,}",
-            # package registries
-            r"npm_[A-Za-z0-9]{36,}",
-            r"pypi-[\w-]{50,}",
-            r"rubygems_[0-9a-f]{48,}",
-            r"oy2[a-z0-9]{43,}",
-            r"dckr_pat_[\w-]{20,}",
-            r"AKCp[A-Za-z0-9]{60,}",
-            # code hosting and developer tools
-            r"gh[pousr]_[A-Za-z0-9]{20,}",
-            r"github_pat_\w{20,}",
-            r"gl(?:pat|dt|rt|ptt|cbt|soat|ft|imt|oas|agent)-[\w-]{20,}",
-            r"GR1348941[\w-]{20,}",
-            r"ATBB[\w=.-]{32,}",
-            r"ATATT3[\w=-]{50,}",
-            r"PMAK-[0-9a-f]{24}-[0-9a-f]{34,}",
-            r"lin_api_[A-Za-z0-9]{40,}",
-            r"sntry[su]_[\w+/=]{40,}",
-            r"gl(?:c|sa)_[\w+/=]{32,}",
-            r"NRAK-[A-Z0-9]{27,}",
-            r"pscale_(?:tkn|pw|oauth)_[\w.=-]{32,}",
-            r"pul-[0-9a-f]{40,}",
-            r"dt0c01\.[A-Z0-9]{24}\.[A-Z0-9]{64}",
-            r"CFPAT-[\w-]{43,}",
-            r"pnu_[A-Za-z0-9]{36,}",
-            r"rdme_[a-z0-9]{70,}",
-            r"(?:secret_[A-Za-z0-9]{43}|ntn_[A-Za-z0-9]{40,})",  # Notion
-            r"pat[A-Za-z0-9]{14}\.[0-9a-f]{64}",  # Airtable
-            # messaging and e-mail
-            r"xox[a-z](?:\.xox[a-z])?-[\w-]{12,}",
-            r"xapp-\d-[\w-]{10,}",
-            r"[MNO][\w-]{23,25}\.[\w-]{6}\.[\w-]{27,}",  # Discord bot
-            r"SG\.[\w-]{22}\.[\w-]{43,}",
-            r"key-[0-9a-f]{32,}",
-            r"[0-9a-f]{32}-us\d{1,2}",
-            r"SK[0-9a-f]{32,}",
-            r"xkeysib-[0-9a-f]{64}-[A-Za-z0-9]{16,}",
-            r"A{20,}[A-Za-z0-9%]{30,}",  # Twitter bearer
-            # more cloud, platform and service formats
-            r"LTAI[A-Za-z0-9]{20,}",  # Alibaba Cloud access key id
-            r"AKID[A-Za-z0-9]{32,}",  # Tencent Cloud secret id
-            r"v1\.0-[0-9a-f]{24}-[0-9a-f]{140,}",  # Cloudflare origin CA key
-            r"figd_[\w-]{40,}",
-            r"fio-u-[\w-]{60,}",
-            r"access-(?:sandbox|development|production)-[0-9a-f]{8}-[0-9a-f-]{27,}",  # Plaid
-            r"aio_[A-Za-z0-9]{28,}",  # Adafruit IO
-            r"CLOJARS_[a-z0-9]{60,}",
-            r"tk-us-[\w-]{48,}",  # Scalingo
-            r"tfp_[\w.-]{50,}",  # Typeform
-            r"fo1_[\w-]{40,}",  # Fly.io
-            r"rnd_[A-Za-z0-9]{32,}",  # Render
-            r"nfp_[A-Za-z0-9]{36,}",  # Netlify
-            r"napi_[a-z0-9]{60,}",  # Neon
-            r"ddp_[A-Za-z0-9]{36,}",  # Deno Deploy
-            r"bkua_[0-9a-f]{40,}",  # Buildkite
-            r"CCIPAT_[A-Za-z0-9]{20,}_[0-9a-f]{40,}",  # CircleCI
-            r"sgp_(?:local_)?[0-9a-f]{40,}",  # Sourcegraph
-            r"API-[A-Z0-9]{26,}",  # Octopus Deploy
-            r"pat\.[A-Za-z0-9_-]{22}\.[0-9a-f]{24}\.[A-Za-z0-9]{20}",  # Harness
-            r"sk_[0-9a-f]{48}",  # ElevenLabs
-            r"NR(?:II|JS|RA)-[A-Za-z0-9]{27,}",  # New Relic ingest, browser, REST keys
-            r"access_token\$production\$[0-9a-z]{16}\$[0-9a-f]{32}",  # Braintree
-            r"AAAA[\w-]{7}:APA91b[\w-]{100,}",  # Firebase Cloud Messaging server key
-            # 1Password secret key
-            r"A3-[A-Z0-9]{6}-(?:[A-Z0-9]{11}|[A-Z0-9]{6}-[A-Z0-9]{5})(?:-[A-Z0-9]{5}){3}",
-            r"glsa_[A-Za-z0-9]{32}_[0-9a-f]{8}",
-            r"sl\.[\w-]{130,}",  # Dropbox short-lived
-        )
+# Not inside a word, but may follow a line break escaped in JSON text (``\ntoken``).
+_SHAPE_START = r"(?:(?<![A-Za-z0-9])|(?<=\\[nrt]))"
+_SHAPE_FORMATS = "|".join(
+    (
+        rf"(?:{_KEY_ARMOUR})(?s:.*?)(?:{_KEY_ARMOUR_END}|\Z)",
+        # A PEM encoded again in base64, as a Kubernetes secret's ``data`` holds it:
+        # checked when found (a certificate is public, see _shape).
+        rf"(?P<pem64>LS0tLS1CRUdJTi[A-Za-z0-9+/=]*{_MORE_BASE64})",
+        rf"{_KEY_BASE64}[A-Za-z0-9+/=]{{40,}}{_MORE_BASE64}",
+        r"AGE-SECRET-KEY-1[0-9A-Z]{50,}",
+        r"eyJ[\w-]{8,}\.eyJ[\w-]{8,}\.[\w-]*",  # JWT
+        r"(?:sk\.|ops_)eyJ[\w+/=.-]{30,}",  # Mapbox secret, 1Password service account
+        # AI providers
+        r"sk-[\w-]{16,}",
+        r"(?:gsk_|xai-|pplx-|pcsk_)[\w-]{32,}",
+        r"r8_[A-Za-z0-9]{30,}",
+        r"(?:hf_|api_org_)[A-Za-z0-9]{30,}",
+        r"lsv2_(?:pt|sk)_[0-9a-f]{32}_[0-9a-f]{10}",
+        # cloud
+        r"(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|AROA)[A-Z0-9]{16,}",
+        r"AIza[\w-]{35,}",
+        r"GOCSPX-[\w-]{24,}",
+        r"ya29\.[\w-]{20,}",
+        r"1//0[\w-]{40,}",
+        r"do[opr]_v1_[0-9a-f]{64}",
+        r"[\w~.-]{3}\dQ~[\w~.-]{31,}",  # Azure AD client secret
+        r"hv[sbr]\.[\w-]{24,}",
+        r"[a-z0-9]{14}\.atlasv1\.[\w-]{60,}",
+        r"dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,}",
+        r"HRKU-[\w-]{30,}",
+        r"sha256~[\w-]{43,}",
+        r"tskey-[a-z]+-[\w-]{10,}",
+        r"dapi[0-9a-f]{32}(?:-\d+)?",
+        r"sbp_[0-9a-f]{40,}",
+        # payments
+        r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}",
+        r"whsec_[A-Za-z0-9+/=]{24,}",
+        r"sq0(?:atp|csp)-[\w-]{22,}",
+        r"EAA[A-Za-z0-9]{60,}",
+        r"shp(?:at|ca|pa|ss)_[0-9a-fA-F]{32,}",
+        r"shippo_(?:live|test)_[0-9a-f]{40,}",
+        r"FLWSECK(?:_TEST)?-[0-9a-f]{32}-X",
+        r"duffel_(?:live|test)_[\w-]{40,}",
+        r"EZ[AT]K[A-Za-z0-9]{54,}",
+        # package registries
+        r"npm_[A-Za-z0-9]{36,}",
+        r"pypi-[\w-]{50,}",
+        r"rubygems_[0-9a-f]{48,}",
+        r"oy2[a-z0-9]{43,}",
+        r"dckr_pat_[\w-]{20,}",
+        r"AKCp[A-Za-z0-9]{60,}",
+        # code hosting and developer tools
+        r"gh[pousr]_[A-Za-z0-9]{20,}",
+        r"github_pat_\w{20,}",
+        r"gl(?:pat|dt|rt|ptt|cbt|soat|ft|imt|oas|agent)-[\w-]{20,}",
+        r"GR1348941[\w-]{20,}",
+        r"ATBB[\w=.-]{32,}",
+        r"ATATT3[\w=-]{50,}",
+        r"PMAK-[0-9a-f]{24}-[0-9a-f]{34,}",
+        r"lin_api_[A-Za-z0-9]{40,}",
+        r"sntry[su]_[\w+/=]{40,}",
+        r"gl(?:c|sa)_[\w+/=]{32,}",
+        r"NRAK-[A-Z0-9]{27,}",
+        r"pscale_(?:tkn|pw|oauth)_[\w.=-]{32,}",
+        r"pul-[0-9a-f]{40,}",
+        r"dt0c01\.[A-Z0-9]{24}\.[A-Z0-9]{64}",
+        r"CFPAT-[\w-]{43,}",
+        r"pnu_[A-Za-z0-9]{36,}",
+        r"rdme_[a-z0-9]{70,}",
+        r"(?:secret_[A-Za-z0-9]{43}|ntn_[A-Za-z0-9]{40,})",  # Notion
+        r"pat[A-Za-z0-9]{14}\.[0-9a-f]{64}",  # Airtable
+        # messaging and e-mail
+        r"xox[a-z](?:\.xox[a-z])?-[\w-]{12,}",
+        r"xapp-\d-[\w-]{10,}",
+        r"[MNO][\w-]{23,25}\.[\w-]{6}\.[\w-]{27,}",  # Discord bot
+        r"SG\.[\w-]{22}\.[\w-]{43,}",
+        r"key-[0-9a-f]{32,}",
+        r"[0-9a-f]{32}-us\d{1,2}",
+        r"SK[0-9a-f]{32,}",
+        r"xkeysib-[0-9a-f]{64}-[A-Za-z0-9]{16,}",
+        r"A{20,}[A-Za-z0-9%]{30,}",  # Twitter bearer
+        # more cloud, platform and service formats
+        r"LTAI[A-Za-z0-9]{20,}",  # Alibaba Cloud access key id
+        r"AKID[A-Za-z0-9]{32,}",  # Tencent Cloud secret id
+        r"v1\.0-[0-9a-f]{24}-[0-9a-f]{140,}",  # Cloudflare origin CA key
+        r"figd_[\w-]{40,}",
+        r"fio-u-[\w-]{60,}",
+        r"access-(?:sandbox|development|production)-[0-9a-f]{8}-[0-9a-f-]{27,}",  # Plaid
+        r"aio_[A-Za-z0-9]{28,}",  # Adafruit IO
+        r"CLOJARS_[a-z0-9]{60,}",
+        r"tk-us-[\w-]{48,}",  # Scalingo
+        r"tfp_[\w.-]{50,}",  # Typeform
+        r"fo1_[\w-]{40,}",  # Fly.io
+        r"rnd_[A-Za-z0-9]{32,}",  # Render
+        r"nfp_[A-Za-z0-9]{36,}",  # Netlify
+        r"napi_[a-z0-9]{60,}",  # Neon
+        r"ddp_[A-Za-z0-9]{36,}",  # Deno Deploy
+        r"bkua_[0-9a-f]{40,}",  # Buildkite
+        r"CCIPAT_[A-Za-z0-9]{20,}_[0-9a-f]{40,}",  # CircleCI
+        r"sgp_(?:local_)?[0-9a-f]{40,}",  # Sourcegraph
+        r"API-[A-Z0-9]{26,}",  # Octopus Deploy
+        r"pat\.[A-Za-z0-9_-]{22}\.[0-9a-f]{24}\.[A-Za-z0-9]{20}",  # Harness
+        r"sk_[0-9a-f]{48}",  # ElevenLabs
+        r"NR(?:II|JS|RA)-[A-Za-z0-9]{27,}",  # New Relic ingest, browser, REST keys
+        r"access_token\$production\$[0-9a-z]{16}\$[0-9a-f]{32}",  # Braintree
+        r"AAAA[\w-]{7}:APA91b[\w-]{100,}",  # Firebase Cloud Messaging server key
+        # 1Password secret key
+        r"A3-[A-Z0-9]{6}-(?:[A-Z0-9]{11}|[A-Z0-9]{6}-[A-Z0-9]{5})(?:-[A-Z0-9]{5}){3}",
+        r"glsa_[A-Za-z0-9]{32}_[0-9a-f]{8}",
+        r"sl\.[\w-]{130,}",  # Dropbox short-lived
     )
-    + r")"
-    + r"|(?<![0-9])\d{8,10}:AA[\w-]{30,}",  # Telegram bot (in a URL path after "bot")
 )
+_TELEGRAM = r"(?<![0-9])\d{8,10}:AA[\w-]{30,}"  # a bot's token (in a URL path after "bot")
+_SHAPES = re.compile(rf"{_SHAPE_START}(?:{_SHAPE_FORMATS})|{_TELEGRAM}")
 
 
 _CHUNK = re.compile(r"\S{16,}")
@@ -260,6 +270,11 @@ def _keep_prefix(match: re.Match[str]) -> str:
     return "".join(g for g in match.groups() if g is not None) + REDACTED
 
 
+# A user name after a user flag: a word that is no other flag.
+_USER = r"[^\s\"'\\-][^\s\"'\\]*"
+# A port or a port mapping, as ``-p`` takes them (``5432``, ``127.0.0.1:8080:80/tcp``).
+_NOT_PORT = r"(?!\d+(?:[.:]\d+)*(?:/(?:tcp|udp|sctp))?(?![^\s\"'\\]))"
+
 # ``htpasswd -b FILE USER PASSWORD``, or with ``-n`` (no file) ``htpasswd -nb USER PASSWORD``.
 _ARG = r"[ \t]+([^\s\"'\\]+)"
 
@@ -300,6 +315,19 @@ _PLACES: tuple[_Place, ...] = (
     _Place(
         ("-u", "--user"),
         re.compile(r"(?<![\w-])((?:-u|--user)(?:[ \t]+|=)[\"']?(?!\d+:\d+\b)[^\s:\"']+:)[^\s\"']+"),
+        word=False,
+    ),
+    _Place(
+        # ``-p VALUE`` next to a user flag (``cqlsh -u ana -p …``, ``mosquitto_pub -u ana -P
+        # …``), either order; not a port (``psql -U app -p 5432``, ``docker run -u 1000 -p
+        # 8080:80``), and ``-p`` with no value (``mkdir -p``) has no user flag beside it.
+        ("-u", "--user", "-p"),
+        re.compile(
+            rf"(?<![\w-])((?:-[uU]|--user(?:name)?)(?:[ \t]+|=){_USER}{_LINE}[ \t]-[pP][ \t]+)"
+            rf"{_NOT_PORT}[^\s\"'\\]+"
+            rf"|(?<![\w-])(-[pP][ \t]+){_NOT_PORT}[^\s\"'\\]+"
+            rf"(?={_LINE}[ \t](?:-[uU]|--user(?:name)?)(?:[ \t]+|=){_USER})"
+        ),
         word=False,
     ),
     _Place(
@@ -554,7 +582,9 @@ _ORDINARY, _SECRET, _TOKENISH, _MATERIAL = 0, 1, 2, 3
 @functools.lru_cache(maxsize=_REMEMBERED)
 def _kind(name: str) -> int:
     """Whether a name is a secret's, or a name that may also count model tokens (names
-    repeat: remembered)."""
+    repeat: remembered). A name with letters outside ASCII is folded first (_fold_name)."""
+    if not name.isascii():
+        name = _fold_name(name)
     lower = name.lower()
     if _STEM.search(lower) is None:
         return _ORDINARY
@@ -598,8 +628,12 @@ _ASSIGNMENT = re.compile(
     r"(?<![\w.$])(?P<name>[A-Za-z_][\w.-]*+)"
     r"\\*+[\"']?[ \t]*+(?::[ \t]*+[A-Za-z_][\w\[\]., |]*?[ \t]*+)?(?:={1,3}|!==?|:=|=>|:)[ \t]*+"
 )
-# ``--name value`` and ``-name value`` (openssl's ``-passin``, keytool's ``-storepass``).
-_FLAG = re.compile(r"-(?<![\w-]-)-?(?P<name>[A-Za-z][\w-]*)[ \t]+(?=[^\s-])")
+# ``--name value`` and ``-name value`` (openssl's ``-passin``, keytool's ``-storepass``), also
+# as two items of a YAML list (``- --token`` then ``- value``).
+_FLAG = re.compile(
+    r"-(?<![\w-]-)-?(?P<name>[A-Za-z][\w-]*)"
+    rf"(?:[ \t]+|\\*[\"']?[ \t]*{_EOL}[ \t]*-[ \t]+)(?=[^\s-])"
+)
 # A name and its value given as two words: ``aws configure set aws_secret_access_key X``,
 # ``npm config set //host/:_authToken X``, ``doppler secrets set NAME X``, fish's
 # ``set -gx NAME X``, ``setx NAME X``.
@@ -712,7 +746,7 @@ _RUN_STOP = frozenset(" \t\r\n\f\v\"'<>\\")
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~%")
 
 
-def _percent_runs(text: str) -> str:
+def _percent_runs(text: str, depth: int) -> str:
     """``text`` with each run of percent-encoded characters (no space, quote or bracket in
     it) searched once decoded."""
     parts: list[str] = []
@@ -727,7 +761,7 @@ def _percent_runs(text: str) -> str:
         end = m.end() if rest is None else rest.end()
         scanned = end
         run = text[start:end]
-        clean = _percent_decoded(run)
+        clean = _percent_decoded(run, depth)
         if clean != run:
             parts += (text[at:start], clean)
             at = end
@@ -737,7 +771,7 @@ def _percent_runs(text: str) -> str:
     return "".join(parts)
 
 
-def _percent_decoded(run: str) -> str:
+def _percent_decoded(run: str, depth: int) -> str:
     """A run of percent-encoded text, unchanged unless its decoded text holds a credential.
 
     The redacted text is encoded again as the run was: what the run had literally stays
@@ -747,11 +781,485 @@ def _percent_decoded(run: str) -> str:
     plain = unquote(run)
     if plain == run:
         return run
-    clean = redact_text(plain)
+    clean = _redact_text(plain, depth)
     if clean == plain:
         return run
     literal = "".join({c for c in run if c not in _UNRESERVED})
     return REDACTED.join(quote(piece, safe=literal) for piece in clean.split(REDACTED))
+
+
+# -- look-alike letters: folded before a name is tested -----------------------------------
+
+# Letters of other scripts that read as Latin ones (after Unicode's confusables): a name
+# written with them (``password`` with a Cyrillic er and a, U+0440 and U+0430) names what
+# the Latin one does. Cyrillic, Greek, Armenian and Latin look-alikes, each to its letter.
+_LOOK_ALIKES = {
+    "a": "\u0430\u03b1\u0251",  # Cyrillic a, Greek alpha, Latin alpha
+    "c": "\u0441\u03f2",  # Cyrillic es, Greek lunate sigma
+    "d": "\u0501",
+    "e": "\u0435",
+    "h": "\u04bb\u0570",  # Cyrillic shha, Armenian ho
+    "i": "\u0456\u03b9\u0131\u0269",  # Ukrainian i, Greek iota, dotless i, Latin iota
+    "j": "\u0458\u03f3",
+    "k": "\u043a\u03ba",
+    "l": "\u04cf",
+    "n": "\u0578",
+    "o": "\u043e\u03bf\u0585",
+    "p": "\u0440\u03c1",  # Cyrillic er, Greek rho
+    "q": "\u051b",
+    "s": "\u0455",
+    "u": "\u03c5\u057d",
+    "v": "\u03bd",
+    "w": "\u051d",
+    "x": "\u0445\u03c7",
+    "y": "\u0443",
+    "A": "\u0410\u0391",
+    "B": "\u0412\u0392",
+    "C": "\u0421",
+    "E": "\u0415\u0395",
+    "H": "\u041d\u0397\u04ba",
+    "I": "\u0406\u04c0\u0399",
+    "J": "\u0408",
+    "K": "\u041a\u039a",
+    "M": "\u041c\u039c",
+    "N": "\u039d",
+    "O": "\u041e\u039f",
+    "P": "\u0420\u03a1",
+    "Q": "\u051a",
+    "S": "\u0405",
+    "T": "\u0422\u03a4",
+    "W": "\u051c",
+    "X": "\u0425\u03a7",
+    "Y": "\u0423\u03a5",
+    "Z": "\u0396",
+}
+_CONFUSABLES = {ord(c): latin for latin, chars in _LOOK_ALIKES.items() for c in chars}
+
+
+def _compatibility_letters() -> dict[int, str]:
+    """Characters that NFKC turns into one ASCII character (fullwidth forms, mathematical
+    and circled letters, super- and subscripts, odd spaces), from the blocks that hold
+    them: one character for one, so a folded text keeps every position."""
+    table: dict[int, str] = {}
+    blocks = ((0xA0, 0x250), (0x2000, 0x2200), (0x2460, 0x2500), (0xFF00, 0xFFF0))
+    for lo, hi in (*blocks, (0x1D400, 0x1D800), (0x1F130, 0x1F190)):
+        for code in range(lo, hi):
+            folded = unicodedata.normalize("NFKC", chr(code))
+            if len(folded) == 1 and folded.isascii():
+                table[code] = folded
+    return table
+
+
+_FOLD: dict[int, str] = {**_compatibility_letters(), **_CONFUSABLES}
+_NOT_ASCII = re.compile(r"[^\x00-\x7f]")
+
+
+def _foldable(text: str) -> bool:
+    """Whether ``text`` has a letter that _FOLD folds (found among its few letters outside
+    ASCII: a regex of all of them is slow on every letter)."""
+    return any(ord(c) in _FOLD for c in _NOT_ASCII.findall(text))
+
+
+def _fold_name(name: str) -> str:
+    """A name as the name test reads it: NFKC, look-alike letters as Latin ones, and no
+    invisible characters (zero-width spaces and joiners, soft hyphens)."""
+    folded = unicodedata.normalize("NFKC", name).translate(_CONFUSABLES)
+    return "".join(c for c in folded if unicodedata.category(c) != "Cf")
+
+
+def _unfold(text: str, folded: str, clean: str) -> str:
+    """``text`` with what redaction cut out of ``folded`` (``text`` folded letter for
+    letter, so of the same length) cut out at the same places: the letters around stay
+    as they were written. ``clean`` is ``folded`` redacted: its pieces between two
+    ``[REDACTED]`` are pieces of ``folded``, in order."""
+    pieces = clean.split(REDACTED)
+    out = [text[: len(pieces[0])]]
+    at = len(pieces[0])
+    if not folded.startswith(pieces[0]):
+        return clean
+    for i, piece in enumerate(pieces[1:], 1):
+        if i == len(pieces) - 1:
+            found = len(folded) - len(piece) if folded.endswith(piece) else -1
+        else:
+            found = folded.find(piece, at + 1)
+        if found <= at:
+            return clean  # not a text cut at places: the folded one, redacted
+        out += (REDACTED, text[found : found + len(piece)])
+        at = found + len(piece)
+    return "".join(out)
+
+
+# -- base64: decoded, and gone whole when what it holds is a credential -------------------
+
+# A whole run of base64, standard or URL-safe, long enough to hold ``name=value`` (16
+# characters), whose first 12 bytes are ASCII: the first of every 4 characters then codes
+# a byte under 128, a letter in A-Z or a-f. Most ids and words fail there, undecoded.
+_BASE64_BODY = r"(?:[A-Za-f][A-Za-z0-9+/_-]{3}){4}[A-Za-z0-9+/_-]*={0,2}"
+_BASE64_RUN = re.compile(rf"(?:(?<![A-Za-z0-9+/_-])|(?<=\\[nrt])){_BASE64_BODY}")
+# The shapes or a run of base64, in one search: most texts have neither.
+_SHAPES_OR_BASE64 = re.compile(
+    rf"{_SHAPE_START}(?:{_SHAPE_FORMATS}|(?P<b64>(?<![+/_-]){_BASE64_BODY}))|{_TELEGRAM}"
+)
+_BASE64_ANY = re.compile(r"[A-Za-z0-9+/_-]+={0,2}")
+# Base64 in base64 in ... is decoded this many levels deep; longer runs are not decoded.
+_BASE64_DEPTH = 4
+_BASE64_MAX = 1 << 20
+# Bytes that text does not hold (tab, line breaks and form feed aside).
+_NOT_TEXT = re.compile(rb"[\x00-\x08\x0e-\x1f\x7f]")
+_URLSAFE = str.maketrans("-_", "+/")
+_WRAP = re.compile(_SEP)
+
+
+def _base64_text(run: str) -> str | None:
+    """What a run of base64 decodes to when that is text (UTF-8, no control characters),
+    else None. Its first bytes are decoded first: most runs are ids, hashes, words or
+    binary data, and say so there."""
+    if len(run) > _BASE64_MAX or run.islower() or run.isupper() or run.isdigit():
+        return None  # one case or digits only: a word, a hex hash, an id
+    body = run.rstrip("=")
+    if "-" in body or "_" in body:
+        if "+" in body or "/" in body:
+            return None  # both alphabets: a path or a name, not base64
+        body = body.translate(_URLSAFE)
+    if len(body) % 4 == 1:
+        return None
+    body += "=" * (-len(body) % 4)
+    try:
+        if _NOT_TEXT.search(binascii.a2b_base64(body[:24])):
+            return None
+        data = binascii.a2b_base64(body)
+        text = data.decode()
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    return None if _NOT_TEXT.search(data) else text
+
+
+def _scan(text: str, depth: int) -> tuple[str, int | None]:
+    """One pass over the runs of 16 or more characters without a space, where every shape
+    but an armoured block and every run of base64 worth decoding are: ``text`` without
+    the runs of base64 that hold a credential (_base64_blobs), and where its first shape
+    may start (_first_shape)."""
+    armour = [i for i in (text.find("-----BEGIN"), text.find("---- BEGIN")) if i >= 0]
+    first = None
+    shapes = True  # still looking for the first shape
+    decode = depth < _BASE64_DEPTH
+    spans: list[tuple[int, int]] = []
+    done = 0  # where the last run of base64 ended
+    for chunk in _CHUNK.finditer(text):
+        start, end = chunk.span()
+        if shapes and armour and start > armour[0]:
+            shapes = False
+        run = None
+        if shapes and decode:
+            found = _SHAPES_OR_BASE64.search(text, start, end)
+            if found is None:
+                continue
+            if found["b64"] is None or _SHAPES.search(text, start, end) is not None:
+                first, shapes = start, False
+            if found["b64"] is not None and found.start() >= done:
+                run = found
+        elif shapes:
+            if _SHAPES.search(text, start, end) is not None:
+                first, shapes = start, False
+            continue
+        elif not decode:
+            break
+        if run is None and end > done:
+            run = _BASE64_RUN.search(text, max(start, done), end)
+        if run is not None:
+            done = _base64_blobs(text, run, end, depth, spans)
+    if spans:  # the text changed: look for its first shape again
+        text = _cut(text, spans)
+        return text, _first_shape(text)
+    return text, first if first is not None else armour[0] if armour else None
+
+
+def _base64_blobs(
+    text: str, first: re.Match[str], end: int, depth: int, spans: list[tuple[int, int]]
+) -> int:
+    """The runs of base64 from ``first`` to ``end`` (a line, or lines of one width as
+    ``base64`` wraps them, which may go past ``end``) whose decoded text holds a
+    credential, added to ``spans``: each goes whole. Returns where the last run ended."""
+    done = first.start()
+    for m in itertools.chain((first,), _BASE64_RUN.finditer(text, first.end(), end)):
+        begin, stop = m.span()
+        stop, run = _wrapped(text, begin, stop)
+        done = stop
+        decoded = _base64_text(run)
+        if decoded is not None and _redact_text(decoded, depth + 1) != decoded:
+            spans.append((begin, stop))
+    return done
+
+
+def _wrapped(text: str, start: int, end: int) -> tuple[int, str]:
+    """Where a run of base64 ends that goes on over lines of its width (the last one may
+    be shorter; lines of a text, or strings of a JSON list in it), and the run."""
+    run = [text[start:end]]
+    width = end - start
+    if width < 60 or width % 4:
+        return end, run[0]
+    while (gap := _WRAP.match(text, end)) is not None:
+        line = _BASE64_ANY.match(text, gap.end())
+        if line is None or line.end() - line.start() > width:
+            break
+        if line.end() < len(text) and text[line.end()] not in " \t\r\n\\\"',":
+            break
+        end = line.end()
+        run.append(line[0])
+        if line.end() - line.start() < width:
+            break
+    return end, "".join(run)
+
+
+def _wrapped_lines(values: list[Any], out: list[Any]) -> None:
+    """The lines of a list that make one run of base64 (``base64``'s output as lines) go
+    when it holds a credential."""
+    i = 0
+    while i < len(values):
+        v = values[i]
+        if isinstance(v, str) and len(v) >= 60 and len(v) % 4 == 0 and _BASE64_ANY.fullmatch(v):
+            j = i + 1
+            while j < len(values) and isinstance(values[j], str):
+                line = values[j]
+                if len(line) > len(v) or not _BASE64_ANY.fullmatch(line):
+                    break
+                j += 1
+                if len(line) < len(v):
+                    break
+            decoded = _base64_text("".join(values[i:j]))
+            if j > i + 1 and decoded is not None and redact_text(decoded) != decoded:
+                out[i:j] = [REDACTED] * (j - i)
+            i = j
+        else:
+            i += 1
+
+
+# -- a JWT given in parts: header, payload and signature as separate values ---------------
+
+# A part of a JWT: base64url of a JSON object; a signature: a long run of base64url.
+_JWT_PART = re.compile(r"(?:(?<![A-Za-z0-9_-])|(?<=\\[nrt]))eyJ[A-Za-z0-9_-]{8,}(?![\w=-])")
+_SIGNATURE = re.compile(r"(?:(?<![A-Za-z0-9_-])|(?<=\\[nrt]))[A-Za-z0-9_-]{32,}={0,2}(?![\w=-])")
+_NOT_JOSE, _JOSE_HEADER, _JOSE_CLAIMS = 0, 1, 2
+# How far apart the parts of one JWT may be written.
+_JWT_GAP = 200
+
+
+def _jose(part: str) -> int:
+    """Whether ``part`` is a JWT's header (a JSON object with ``alg``), another of its
+    parts (a JSON object: the claims), or neither."""
+    body = part.translate(_URLSAFE)
+    try:
+        doc = orjson.loads(binascii.a2b_base64(body + "=" * (-len(body) % 4)))
+    except (binascii.Error, orjson.JSONDecodeError):
+        return _NOT_JOSE
+    if not isinstance(doc, dict):
+        return _NOT_JOSE
+    return _JOSE_HEADER if isinstance(doc.get("alg"), str) else _JOSE_CLAIMS
+
+
+def _split_jwts(text: str) -> str:
+    """``text`` without the parts of a JWT written apart (``h=eyJ…`` then ``p=eyJ…`` then
+    ``s=…``): a header with a JSON object next to it, and the signature nearest them."""
+    parts = [(m.start(), m.end(), _jose(m[0])) for m in _JWT_PART.finditer(text)]
+    spans: set[tuple[int, int]] = set()
+    for start, end, kind in parts:
+        if kind != _JOSE_HEADER:
+            continue
+        near = [
+            (max(s - end, start - e), s, e)
+            for s, e, k in parts
+            if k == _JOSE_CLAIMS and max(s - end, start - e) <= _JWT_GAP
+        ]
+        if not near:
+            continue  # a header alone is public
+        _, s, e = min(near)
+        lo, hi = min(start, s), max(end, e)
+        spans |= {(start, end), (s, e)}
+        after = _SIGNATURE.search(text, hi)
+        before = [
+            m for m in _SIGNATURE.finditer(text, max(lo - _JWT_GAP, 0), lo) if m[0][:3] != "eyJ"
+        ]
+        if after is not None and after.start() - hi <= _JWT_GAP and after[0][:3] != "eyJ":
+            spans.add(after.span())
+        elif before:
+            spans.add(before[-1].span())
+    return _cut(text, sorted(spans))
+
+
+def _jwt_parts(values: list[Any]) -> list[int]:
+    """Which of sibling values (an object's, a list's) are the parts of a JWT given apart:
+    a header and other parts as strings, and the signature beside them."""
+    kinds = {
+        i: _jose(v)
+        for i, v in enumerate(values)
+        if isinstance(v, str) and v[:3] == "eyJ" and _JWT_PART.fullmatch(v)
+    }
+    found = set(kinds.values())
+    if _JOSE_HEADER not in found or _JOSE_CLAIMS not in found:
+        return []
+    return [
+        i
+        for i, v in enumerate(values)
+        if kinds.get(i) or (i not in kinds and isinstance(v, str) and _SIGNATURE.fullmatch(v))
+    ]
+
+
+# -- a name and its value as two members: ``{"name": "DB_PASSWORD", "value": …}`` --------
+
+# Members that name another member's value, and the members that hold it: Kubernetes, ECS
+# and HAR ``name``/``value``, Postman and GitLab ``key``/``value``, CloudFormation's
+# ``ParameterKey``/``ParameterValue``, Netlify's ``values``.
+_PAIR_NAMES = frozenset(
+    {"name", "key", "parametername", "parameterkey", "optionname", "variable", "header"}
+)
+_PAIR_VALUES = frozenset({"value", "values", "parametervalue", "optionvalue"})
+_NAMES_A_VALUE, _HOLDS_A_VALUE = 1, 2
+_PAIR_NEEDLES = ("name", "key", "variable", "header")
+_PAIR_PREFIXES = ("parameter", "option", "header")
+_PAIR_NAME = re.compile(
+    r"(?i:name|key|variable|header)\\*[\"']?[ \t]*[:=][ \t]*"
+    r"(?P<q>\\*[\"']?)(?P<name>[\w.:/@-]+)(?P=q)(?![\w.:/@-])"
+)
+_PAIR_VALUE = re.compile(r"(?i:(?:parameter|option)?values?)\\*[\"']?[ \t]*[:=][ \t]*")
+# What ends one object of a text: a brace or bracket, or the next item of a YAML list.
+_RECORD_EDGE = re.compile(r"[{}\[\]]|(?:\r?\n|\\+n)[ \t]*-[ \t]")
+_RECORD_REACH = 300
+
+
+def _pair_start(text: str, lower: str, at: int) -> int | None:
+    """Where a member's name that holds ``at`` starts, if it starts a word (or follows
+    one of the prefixes: ``ParameterKey``)."""
+    for prefix in _PAIR_PREFIXES:
+        if lower.endswith(prefix, 0, at) and _starts_word(text, at - len(prefix)):
+            return at - len(prefix)
+    return at if _starts_word(text, at) else None
+
+
+def _pairs(text: str, lower: str) -> str:
+    """``text`` with the value of each name/value pair whose name names a secret redacted:
+    the value member found in the same object (JSON text, or one item of a YAML list)."""
+    spans: list[tuple[int, int]] = []
+    for at in _occurrences(lower, _PAIR_NEEDLES):
+        m = _PAIR_NAME.match(text, at)
+        if m is None or _pair_start(text, lower, at) is None:
+            continue
+        kind = _kind(m["name"])
+        if kind == _ORDINARY:
+            continue
+        lo, hi = max(at - _RECORD_REACH, 0), m.end() + _RECORD_REACH
+        for edge in _RECORD_EDGE.finditer(text, lo, min(hi, len(text))):
+            if edge.end() <= at:
+                lo = edge.end()
+            elif edge.start() >= m.end():
+                hi = edge.start()
+                break
+        at_value = lower.find("value", lo, hi)
+        while at_value >= 0:
+            v_start = _pair_start(text, lower, at_value)
+            vm = None if v_start is None else _PAIR_VALUE.match(text, v_start)
+            span = None if vm is None else _value_span(text, vm.end(), kind)
+            if span is not None:
+                spans.append(span)
+            at_value = lower.find("value", at_value + 5, hi)
+    kept: list[tuple[int, int]] = []
+    for span in sorted(set(spans)):
+        if not kept or span[0] >= kept[-1][1]:
+            kept.append(span)
+    return _cut(text, kept)
+
+
+def _value_span(text: str, at: int, kind: int) -> tuple[int, int] | None:
+    """The span of a value at ``at`` that a name of this kind makes a secret, or None."""
+    v = _VALUE.match(text, at)
+    group = None if v is None else v.lastgroup
+    if v is None or group is None:
+        return None
+    value = v[group]
+    if (
+        not value
+        or _NOT_A_VALUE.fullmatch(value)
+        or (kind == _TOKENISH and value.isdigit())
+        or (kind == _MATERIAL and not _looks_like_key(value))
+    ):
+        return None
+    return v.span(group)
+
+
+# -- an argument list: read as the command line it is -------------------------------------
+
+# An argument that stands for itself in the line: no space, quote, backslash or bracket (a
+# rule would read those across arguments) but in what was redacted already.
+_ARG_WORD = re.compile(r"(?:[^\s\"'`\\\[\]{}()<>]|\[REDACTED\])+")
+
+
+def _command_line(args: list[str | None]) -> dict[int, str]:
+    """What redaction takes out of an argument list (``["mysql", "-u", "app",
+    "--password", "…"]``) read as one command line, by index: the rules of a command's
+    place and of a flag's name see each argument beside the ones before it. Any other
+    argument (a space, a quote or a bracket in it) stands in the line as one word, and
+    goes whole if that word goes; ``None`` (not a string) is never taken."""
+    words = [a if a and _ARG_WORD.fullmatch(a) else "_" for a in args]
+    line = " ".join(words)
+    clean = redact_text(line)
+    if clean == line:
+        return {}
+    got = clean.split(" ")
+    if len(got) != len(words):  # a rule took more than one word: those differing go whole
+        n = min(len(got), len(words))
+        a = next((i for i in range(n) if got[i] != words[i]), n)
+        b = next((i for i in range(n - a) if got[-1 - i] != words[-1 - i]), n - a)
+        return {i: REDACTED for i in range(a, len(words) - b) if args[i]}
+    return {
+        i: word if words[i] == args[i] else REDACTED
+        for i, word in enumerate(got)
+        if word != words[i] and args[i]
+    }
+
+
+def _argv(values: list[Any], out: list[Any]) -> None:
+    """A list's strings read as a command line (see _command_line) lose what it takes."""
+    taken = _command_line([v if isinstance(v, str) else None for v in values])
+    for i, word in taken.items():
+        # the element alone lost something already (a key's lines): then it goes whole
+        out[i] = word if out[i] == values[i] else REDACTED
+
+
+_ARRAY_OPEN = re.compile(r"\[[ \t]*(?=\\*[\"'])")
+_ARRAY_ITEM = re.compile(
+    r"(?P<q>\\*[\"'])(?P<item>(?:(?!(?P=q))[^\r\n])*?)(?P=q)[ \t]*(?P<sep>,[ \t]*|\])"
+)
+
+
+def _argv_arrays(text: str) -> str:
+    """``text`` with each array of strings written in it (JSON, a Python list) that holds
+    a flag read as a command line (see _command_line)."""
+    spans: list[tuple[int, int]] = []
+    words: list[str] = []
+    for opening in _ARRAY_OPEN.finditer(text):
+        items: list[re.Match[str]] = []
+        at = opening.end()
+        while (item := _ARRAY_ITEM.match(text, at)) is not None:
+            items.append(item)
+            at = item.end()
+            if item["sep"] == "]":
+                break
+        else:
+            continue
+        if len(items) < 2 or not any(i["item"][:1] == "-" for i in items):
+            continue
+        for index, word in _command_line([i["item"] for i in items]).items():
+            spans.append(items[index].span("item"))
+            words.append(word)
+    if not spans:
+        return text
+    parts: list[str] = []
+    at = 0
+    for (start, end), word in sorted(zip(spans, words, strict=True)):
+        if start >= at:
+            parts += (text[at:start], word)
+            at = end
+    parts.append(text[at:])
+    return "".join(parts)
 
 
 # Every rule of place or name needs one of these: most ids, paths and words have none.
@@ -778,9 +1286,26 @@ def _redact_short(text: str) -> str:
     return _redact_text(text)
 
 
-def _redact_text(text: str) -> str:
-    if len(text) >= 16 and (first := _first_shape(text)) is not None:
-        text = _shapes(text, first)
+def _redact_text(text: str, depth: int = 0) -> str:
+    """``text`` redacted; ``depth``: how many levels of base64 it was decoded from. Then
+    again with look-alike letters folded (a name in Cyrillic or fullwidth letters), what
+    that finds cut out of the text as it was written."""
+    text = _redact_written(text, depth)
+    if not text.isascii() and _foldable(text):
+        folded = text.translate(_FOLD)
+        clean = _redact_written(folded, depth)
+        if clean != folded:
+            text = _unfold(text, folded, clean)
+    return text
+
+
+def _redact_written(text: str, depth: int) -> str:
+    if len(text) >= 16:
+        text, first = _scan(text, depth)
+        if first is not None:
+            text = _shapes(text, first)
+        if "eyJ" in text:
+            text = _split_jwts(text)
     if _HINT.search(text) is None:
         return text
     lower = _lower(text)
@@ -790,7 +1315,9 @@ def _redact_text(text: str) -> str:
     if ":" in text:
         text = _pgpass(text)
     if "%" in text:
-        text = _percent_runs(text)
+        text = _percent_runs(text, depth)
+    if ('"-' in text or "'-" in text) and "[" in text:
+        text = _argv_arrays(text)
     lower = _lower(text)
     stems = _occurrences(lower, _STEMS)
     if not stems:
@@ -807,6 +1334,9 @@ def _redact_text(text: str) -> str:
         lower = _lower(text)
     if "set" in lower or "config" in lower or "secret" in lower:
         text = _named_values(_NAME_THEN_VALUE, text, _occurrences(lower, _NAME_THEN_NEEDLES))
+        lower = _lower(text)
+    if "value" in lower:
+        text = _pairs(text, lower)
     if "</" in text:
         text = _named_elements(text)
     return text
@@ -817,18 +1347,67 @@ def redact(value: Any) -> Any:
     if isinstance(value, str):
         return redact_text(value)
     if isinstance(value, dict):
-        out: dict[str, Any] = {}
-        for k, v in value.items():
-            name = base = redact_text(k)  # a key may itself be a credential
-            n = 1
-            while name in out:  # two keys were, and now read the same
-                n += 1
-                name = f"{base} ({n})"
-            out[name] = _under(_kind(name), v)
-        return out
+        return _members(value)
     if isinstance(value, list):
         return _lines(value)
     return value
+
+
+@functools.lru_cache(maxsize=_REMEMBERED)
+def _member(key: str) -> tuple[str, int, int]:
+    """A dict key as ``redact`` takes it: redacted (a key may itself be a credential), the
+    kind of name it is, and its part in a name/value pair (keys repeat: remembered)."""
+    name = redact_text(key)
+    role = (name if name.isascii() else _fold_name(name)).lower()
+    pair = _NAMES_A_VALUE if role in _PAIR_NAMES else _HOLDS_A_VALUE if role in _PAIR_VALUES else 0
+    return name, _kind(name), pair
+
+
+def _members(value: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    pairs = parts = 0
+    for k, v in value.items():
+        name, kind, pair = _member(k) if len(k) <= _REMEMBERED_CHARS else _member.__wrapped__(k)
+        if name in out:  # two keys were, and now read the same
+            n, base = 1, name
+            while name in out:
+                n += 1
+                name = f"{base} ({n})"
+        if kind == _ORDINARY and type(v) is str:  # the commonest: redact_text, inlined
+            out[name] = _redact_short(v) if len(v) <= _REMEMBERED_CHARS else _redact_text(v)
+            if v[:3] == "eyJ":
+                parts += 1
+        else:
+            out[name] = _under(kind, v)
+        pairs |= pair
+    if pairs == _NAMES_A_VALUE | _HOLDS_A_VALUE:
+        _pair_value(value, out)
+    if parts > 1:
+        names = list(out)
+        for i in _jwt_parts(list(value.values())):
+            out[names[i]] = REDACTED
+    return out
+
+
+def _pair_value(value: dict[str, Any], out: dict[str, Any]) -> None:
+    """The value member of a name/value pair goes as the name it is given says (the
+    members of ``out`` are those of ``value``, in order)."""
+    members = list(zip(out, value.items(), strict=True))
+    kind = next(
+        (
+            _kind(v)
+            for _, (k, v) in members
+            if isinstance(v, str)
+            and _member.__wrapped__(k)[2] == _NAMES_A_VALUE
+            and _kind(v) != _ORDINARY
+        ),
+        _ORDINARY,
+    )
+    if kind == _ORDINARY:
+        return
+    for name, (k, v) in members:
+        if _member.__wrapped__(k)[2] == _HOLDS_A_VALUE:
+            out[name] = _under(kind, v)
 
 
 def _under(kind: int, value: Any) -> Any:
@@ -849,16 +1428,25 @@ _KEY_BASE64_LINE = re.compile(rf"(?:{_KEY_BASE64}|LS0tLS1CRUdJTi)[A-Za-z0-9+/=]*
 def _lines(values: list[Any]) -> list[Any]:
     """A redacted list; a key given as a list of lines goes whole, not only the line that
     names it: the lines after a PEM BEGIN up to its END, the ``Private-Lines`` of a PuTTY
-    key file, the base64 lines that follow a line of bare key material."""
+    key file, the base64 lines that follow a line of bare key material, lines of base64 of
+    one width that together decode to a credential. A list with a flag in it is also read
+    as a command line (_argv); the parts of a JWT as items go with their signature."""
     out: list[Any] = []
     pem = False  # inside a PEM block
     lines = 0  # PuTTY private lines to go
     base64 = False  # after a line of bare key material
+    flags = parts = wide = 0  # what the list as a whole may be: a command line, a JWT, base64
     for v in values:
         if not isinstance(v, str):
             out.append(redact(v))
             base64 = False
             continue
+        if v[:1] == "-":
+            flags += 1
+        elif v[:3] == "eyJ":
+            parts += 1
+        elif len(v) >= 60:
+            wide += 1
         if pem:
             end = _KEY_END.search(v)
             pem = end is None
@@ -885,4 +1473,11 @@ def _lines(values: list[Any]) -> list[Any]:
         clean = redact_text(v)
         base64 = clean != v and _KEY_BASE64_LINE.fullmatch(v.strip()) is not None
         out.append(clean)
+    if flags and len(values) > 1:
+        _argv(values, out)
+    if parts > 1:
+        for i in _jwt_parts(values):
+            out[i] = REDACTED
+    if wide > 1:
+        _wrapped_lines(values, out)
     return out

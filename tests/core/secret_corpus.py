@@ -8,7 +8,8 @@ no contiguous string a scanner would take for a live token.
 
 ``secret`` is the part that must not survive redaction anywhere; ``text`` is how the
 credential appears in a string. A shape with a ``key`` is also placed as ``{key: value}``;
-one with a ``json`` value (a key as a JSON list of lines) is also placed as that value.
+one with a ``json`` value (a key as a JSON list of lines, a name/value pair, an argument
+list, a JWT split over sibling fields) is also placed as that value.
 
 ``ORDINARY_TEXT`` and ``ORDINARY_RAW`` are the negative corpus: ordinary code, commands,
 paths and prose, many of them next to a rule (a ``config set`` of a region, a path to a key,
@@ -104,6 +105,21 @@ def b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
 
 
+def b64url(text: str) -> str:
+    """Unpadded base64url, as the parts of a JWT are."""
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def _structured(name: str, category: str, text: str, secret: str, json: Any) -> Shape:
+    """A credential that a structure gives away (``json``), and the same written as text."""
+    return Shape(name, category, text, secret, json=json)
+
+
+def _look_alike(name: str, key: str, secret: str) -> Shape:
+    """A secret's name written with letters of another script or width."""
+    return Shape(name, "look-alike name", f"{key}={secret}", secret, key)
+
+
 def _lines(name: str, lines: list[str], secret: list[str]) -> Shape:
     """A key given as a JSON list of lines; ``secret`` the lines that must go."""
     return Shape(name, "key as lines", "\n".join(lines), "\n".join(secret), json=lines)
@@ -133,6 +149,16 @@ PKCS8_ED25519 = j("MC4CAQ", "AwBQYDK2VwBCIEI", run(40, B64, 11))
 OPENSSH_BODY = j("b3BlbnNzaC1rZX", "ktdjE", run(200, B64, 13))
 CERT_ARMOUR = (j("-----BEGIN ", "CERTIFICATE-----"), j("-----END ", "CERTIFICATE-----"))
 CERT_PEM = "\n".join([CERT_ARMOUR[0], *body(3, 17, alphabet=PUBLIC), CERT_ARMOUR[1]])
+
+# A JWT's header, payload and signature as separate values.
+JWT_PARTS = (
+    b64url('{"alg":"HS256","typ":"JWT"}'),
+    b64url(j('{"sub":"', run(12, LOWER, 221), '","name":"Ana","iat":1516239022}')),
+    run(43, ALNUM + "-_", 222),
+)
+# A .env file in base64, wrapped at 76 columns as ``base64`` writes it.
+_ENV64 = b64("\n".join(f"SETTING_{i}=value-{i}" for i in range(8)) + j("\nDB_PASS=", PW, "\n"))
+WRAPPED_ENV = [_ENV64[i : i + 76] for i in range(0, len(_ENV64), 76)]
 
 SHAPES: list[Shape] = [
     # -- credentials written inside free text ---------------------------------------------
@@ -815,6 +841,149 @@ SHAPES: list[Shape] = [
         j("A3-", run(6, UPPER, 202), "-", run(11, UPPER, 203))
         + j("-", run(5, UPPER, 204), "-", run(5, UPPER, 205), "-", run(5, UPPER, 206)),
     ),
+    # -- issue 44: shapes a structure gives away -------------------------------------------
+    *[
+        _structured(name, "name-value pair", orjson.dumps(pair).decode(), secret, pair)
+        for name, pair, secret in [
+            ("kubernetes env entry", {"name": "DB_PASSWORD", "value": PW}, PW),
+            (
+                "har header",
+                {"name": "X-Api-Key", "value": run(32, ALNUM, 210)},
+                run(32, ALNUM, 210),
+            ),
+            (
+                "har cookie header",
+                {"name": "Cookie", "value": j("sid=", run(32, HEX, 211))},
+                run(32, HEX, 211),
+            ),
+            (
+                "postman variable",
+                {"key": "api_key", "value": run(40, ALNUM, 212), "type": "default"},
+                run(40, ALNUM, 212),
+            ),
+            (
+                "ssm parameter",
+                {"Name": "/prod/db/password", "Type": "SecureString", "Value": PW},
+                PW,
+            ),
+            (
+                "value before its name",
+                {"value": run(36, ALNUM, 213), "name": "GITHUB_TOKEN"},
+                run(36, ALNUM, 213),
+            ),
+            ("cloudformation parameter", {"ParameterKey": "DbPassword", "ParameterValue": PW}, PW),
+            (
+                "netlify env values",
+                {
+                    "key": "STRIPE_SECRET",
+                    "values": [{"value": run(30, ALNUM, 214), "context": "all"}],
+                },
+                run(30, ALNUM, 214),
+            ),
+        ]
+    ],
+    _structured(
+        "kubernetes env list as yaml",
+        "name-value pair",
+        "env:\n  - name: LOG_LEVEL\n    value: debug\n"
+        f"  - name: DB_PASSWORD\n    value: {PW}\n  - name: PORT\n    value: '8080'\n",
+        PW,
+        {"env": [{"name": "LOG_LEVEL", "value": "debug"}, {"name": "DB_PASSWORD", "value": PW}]},
+    ),
+    *[
+        _structured(name, "argument list", " ".join(argv), secret, argv)
+        for name, argv, secret in [
+            ("--password then its value", ["mysql", "--user", "app", "--password", PW, "shop"], PW),
+            ("--db-password then its value", ["--db-password", PW, "--port", "5432"], PW),
+            (
+                "sshpass -p then its value",
+                ["sshpass", "-p", PW, "ssh", "deploy@host.example.com"],
+                PW,
+            ),
+            ("-p after a user flag", ["cqlsh", "-u", "cassandra", "-p", PW, "db.example.com"], PW),
+            ("mysql -p glued to its value", ["mysql", "-uroot", j("-p", PW), "shop"], PW),
+            (
+                "docker login -p",
+                ["docker", "login", "--username", "ana", "-p", PW, "registry.example.com"],
+                PW,
+            ),
+        ]
+    ],
+    _structured(
+        "flag and value as yaml list items",
+        "argument list",
+        f"args:\n  - --api-token\n  - {run(40, ALNUM, 215)}\n  - --verbose\n",
+        run(40, ALNUM, 215),
+        {"args": ["--api-token", run(40, ALNUM, 215), "--verbose"]},
+    ),
+    *[
+        _structured(name, "base64 text", text.format(blob), blob, {"data": {"config": blob}})
+        for name, text, blob in [
+            (
+                ".env in base64",
+                "data:\n  .env: {}\n",
+                b64(j("APP_ENV=production\nDB_PASSWORD=", PW, "\nLOG_LEVEL=info\n")),
+            ),
+            (
+                "json in base64",
+                "echo {} | base64 -d > ~/.docker/config.json",
+                b64(
+                    orjson.dumps(
+                        {"auths": {"r.example.com": {"username": "ana", "password": PW}}}
+                    ).decode()
+                ),
+            ),
+            (
+                "base64 url-safe, unpadded",
+                "client={}",
+                b64url(j('{"client_id": "shop", "client_secret": "', run(40, ALNUM, 216), '"}')),
+            ),
+            (
+                "base64 inside base64",
+                "value: {}",
+                b64(b64(j("export AWS_SECRET_ACCESS_KEY=", run(40, B64, 217), "\n"))),
+            ),
+        ]
+    ],
+    _structured(
+        ".env in base64 wrapped at 76 columns",
+        "base64 text",
+        "data:\n" + "\n".join(WRAPPED_ENV),
+        "\n".join(WRAPPED_ENV),
+        WRAPPED_ENV,
+    ),
+    *[
+        _structured(name, "split jwt", text, ".".join(JWT_PARTS), json)
+        for name, text, json in [
+            (
+                "jwt split over sibling fields",
+                orjson.dumps(
+                    dict(zip(("header", "payload", "signature"), JWT_PARTS, strict=True))
+                ).decode(),
+                dict(zip(("header", "payload", "signature"), JWT_PARTS, strict=True)),
+            ),
+            (
+                "jwt split, signature first",
+                "s={2}\nh={0}\np={1}\n".format(*JWT_PARTS),
+                {"s": JWT_PARTS[2], "h": JWT_PARTS[0], "p": JWT_PARTS[1]},
+            ),
+            ("jwt split over list items", " ".join(JWT_PARTS), list(JWT_PARTS)),
+        ]
+    ],
+    # Cyrillic, Greek and fullwidth letters that look like Latin ones.
+    _look_alike("cyrillic password", "\u0440\u0430ssword", PW),
+    _look_alike("greek token", "api_t\u03bfken", run(40, ALNUM, 218)),
+    _look_alike(
+        "fullwidth api key", "\uff21\uff30\uff29\uff3f\uff2b\uff25\uff39", run(40, ALNUM, 219)
+    ),
+    _look_alike("cyrillic secret, upper case", "CLI\u0415NT_S\u0415CR\u0415T", run(40, ALNUM, 220)),
+    _structured(
+        "cyrillic name of a pair",
+        "look-alike name",
+        f"DB_\u0420\u0410SSWORD: {PW}",
+        PW,
+        {"name": "DB_\u0420\u0410SSWORD", "value": PW},
+    ),
 ]
 CATEGORIES = sorted({s.category for s in SHAPES})
 
@@ -934,6 +1103,25 @@ ORDINARY_TEXT: list[str] = [
     # a certificate in base64, as a Kubernetes secret's tls.crt holds it: public
     "tls.crt: " + b64(CERT_PEM),
     "ca.crt: " + b64(CERT_PEM + "\n" + CERT_PEM),
+    # near the rules of issue 44 (pairs, argument lists, base64, JWT parts, look-alikes)
+    '{"name": "LOG_LEVEL", "value": "debug"}',
+    '[{"name": "Content-Type", "value": "application/json"}, {"Key": "Name", "Value": "web"}]',
+    "env:\n  - name: DB_PASSWORD\n    valueFrom:\n      secretKeyRef:\n        name: db\n"
+    "        key: password\n  - name: PORT\n    value: '8080'\n",
+    '["docker", "run", "-u", "1000", "-p", "8080:80", "shop"]',
+    '["psql", "-h", "db", "-U", "app", "-p", "5432", "shop"]',
+    "ssh -l ana -p 2222 host.example.com",
+    "psql -h db -U app -p 5432 shop",
+    "docker run -u app -p 127.0.0.1:8080:80/tcp shop",
+    "args:\n  - --port\n  - '8080'\n  - --token-file\n  - /run/secrets/token\n",
+    "echo " + b64("build passed: 42 tests, 0 failures\n") + " | base64 -d",
+    "data:\n  config.yaml: " + b64("log_level: info\nport: 8080\nname: shop\n"),
+    "JOSE header " + b64url('{"alg":"RS256","kid":"2026-11"}') + " (public)",
+    "\u041f\u0430\u0440\u043e\u043b\u044c \u0441\u0431\u0440\u043e\u0448\u0435\u043d.",
+    "\u03a4\u03bf \u03ba\u03bb\u03b5\u03b9\u03b4\u03af \u03ac\u03bb\u03bb\u03b1\u03be\u03b5.",
+    "\u30d1\u30b9\u30ef\u30fc\u30c9\uff08\uff29\uff24\uff1a\uff11\uff12\uff13\uff09",
+    "\uff50\uff41\uff53\uff53\uff57\uff4f\uff52\uff44\uff3f\uff46\uff49\uff45\uff4c\uff44"
+    "\uff1a\uff4e\uff41\uff4d\uff45",
 ]
 
 ORDINARY_RAW: dict[str, Any] = {
@@ -965,4 +1153,21 @@ ORDINARY_RAW: dict[str, Any] = {
     "id_rsa.pub": "ssh-ed25519 " + run(68, PUBLIC) + " ana@laptop",
     "lines": ["first line", "-----BEGIN CERTIFICATE-----", "not a key", "last line"],
     "git": {"credential.helper": "store", "user.name": "ana"},
+    "env": [
+        {"name": "LOG_LEVEL", "value": "debug"},
+        {
+            "name": "DB_PASSWORD",
+            "valueFrom": {"configMapKeyRef": {"name": "db", "key": "password"}},
+        },
+    ],
+    "headers": [{"name": "Content-Type", "value": "application/json"}],
+    "tags": [{"Key": "Name", "Value": "web"}, {"key": "token_count", "value": 12}],
+    "psql": ["psql", "-h", "db", "-U", "app", "-p", "5432", "shop"],
+    "docker": ["docker", "run", "-u", "1000", "-p", "8080:80", "shop"],
+    "flags": ["--token-file", "/run/secrets/token", "--max-tokens", "4096"],
+    "jose_header": b64url('{"alg":"RS256","kid":"2026-11"}'),
+    "claims": [b64url('{"alg":"RS256"}'), "plain words"],
+    "notes64": b64("user guide: run make test, then make lint\n"),
+    "png64": base64.b64encode(bytes(range(256)) * 2).decode(),
+    "\u041f\u0430\u0440\u043e\u043b\u044c": "\u0441\u0431\u0440\u043e\u0448\u0435\u043d",
 }

@@ -21,6 +21,7 @@ from tests.core.secret_corpus import (
     Shape,
     armour,
     b64,
+    b64url,
     body,
     leaks,
     pem_lines,
@@ -334,3 +335,107 @@ def test_placeholders_references_and_prose_next_to_a_rule_are_kept(text: str) ->
 
 def test_armour_helper_builds_the_pem_line() -> None:
     assert armour("RSA") == "-----" + "BEGIN RSA PRIVATE KEY-----"
+
+
+# -- issue 44: credentials that a structure gives away ------------------------------------
+
+
+def test_a_pair_named_like_a_secret_loses_only_its_value() -> None:
+    env = [{"name": "DB_PASSWORD", "value": "s3cr3t-pw"}, {"name": "LOG_LEVEL", "value": "debug"}]
+    assert redact(env) == [
+        {"name": "DB_PASSWORD", "value": REDACTED},
+        {"name": "LOG_LEVEL", "value": "debug"},
+    ]
+    assert redact({"KEY": "X-Api-Key", "Value": "abc123", "type": "text"}) == {
+        "KEY": "X-Api-Key",
+        "Value": REDACTED,
+        "type": "text",
+    }
+    assert redact({"name": "token_count", "value": 12}) == {"name": "token_count", "value": 12}
+    assert redact_text('{"value": "s3cr3t-pw", "name": "DB_PASSWORD"}') == (
+        f'{{"value": "{REDACTED}", "name": "DB_PASSWORD"}}'
+    )
+    assert redact_text("- name: DB_PASSWORD\n  value: s3cr3t-pw\n- name: PORT\n  value: 80") == (
+        f"- name: DB_PASSWORD\n  value: {REDACTED}\n- name: PORT\n  value: 80"
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["mysql", "--password", "s3cr3t-pw", "shop"], ["mysql", "--password", REDACTED, "shop"]),
+        (["sshpass", "-p", "s3cr3t-pw", "ssh", "h"], ["sshpass", "-p", REDACTED, "ssh", "h"]),
+        (["mysql", "-uroot", "-ps3cr3t-pw"], ["mysql", "-uroot", f"-p{REDACTED}"]),
+        (["cqlsh", "-u", "ana", "-p", "s3cr3t-pw"], ["cqlsh", "-u", "ana", "-p", REDACTED]),
+        (
+            ["curl", "-u", "ana:s3cr3t-pw", "https://x"],
+            ["curl", "-u", f"ana:{REDACTED}", "https://x"],
+        ),
+        (["--token", "with a space"], ["--token", REDACTED]),
+    ],
+)
+def test_an_argument_list_is_read_as_its_command_line(argv: list[str], expected: list[str]) -> None:
+    assert redact(argv) == expected
+    assert redact_text(orjson.dumps(argv).decode()) == orjson.dumps(expected).decode()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["docker", "run", "-u", "1000", "-p", "8080:80", "shop"],
+        ["psql", "-U", "app", "-p", "5432", "shop"],
+        ["mysql", "-p", "shop"],  # -p alone asks for the password; shop is the database
+        ["mkdir", "-p", "a/b"],
+        ["--password", "$DB_PASSWORD"],
+        ["--token-file", "/run/secrets/token"],
+    ],
+)
+def test_an_argument_list_without_a_password_is_kept(argv: list[str]) -> None:
+    assert redact(argv) == argv
+
+
+def test_base64_that_decodes_to_a_credential_goes_whole_and_other_base64_stays() -> None:
+    env, plain = b64("A=1\nDB_PASSWORD=s3cr3t-pw\n"), b64("A=1\nB=2 and more words\n")
+    assert redact_text(f"data: {env} {plain}") == f"data: {REDACTED} {plain}"
+    assert redact({"a": env, "b": plain}) == {"a": REDACTED, "b": plain}
+    doc = b64('{"client_id": "shop", "client_secret": "s3cr3t-pw"}')
+    assert redact([doc]) == [REDACTED]
+
+
+def test_base64_is_decoded_to_a_bounded_depth() -> None:
+    blob = "password=s3cr3t-pw"
+    for _ in range(3):
+        blob = b64(blob)
+    assert redact_text(blob) == REDACTED
+    for _ in range(3):
+        blob = b64(blob)
+    assert redact_text(blob) == blob  # six levels: past the bound, kept
+
+
+def test_a_jwt_split_over_siblings_goes_and_a_lone_header_stays() -> None:
+    header = b64url('{"alg":"HS256","typ":"JWT"}')
+    payload = b64url('{"sub":"ana","iat":1516239022}')
+    signature = "dBjftJeZ4CVPmB92K27uhbUJU1p1r_wW1gFWFOEjXk"
+    assert redact({"h": header, "p": payload, "s": signature, "n": 1}) == {
+        "h": REDACTED,
+        "p": REDACTED,
+        "s": REDACTED,
+        "n": 1,
+    }
+    assert redact([header, payload, signature]) == [REDACTED] * 3
+    assert redact_text(f"h={header}\np={payload}\ns={signature}\nok") == (
+        f"h={REDACTED}\np={REDACTED}\ns={REDACTED}\nok"
+    )
+    assert redact({"h": header, "note": signature}) == {"h": header, "note": signature}
+
+
+def test_look_alike_letters_are_folded_for_the_name_test_and_kept_in_the_text() -> None:
+    cyrillic = "\u0440\u0430ssword"  # Cyrillic er and a
+    fullwidth = "\uff41\uff50\uff49\uff3f\uff4b\uff45\uff59"
+    assert redact({cyrillic: "s3cr3t-pw", fullwidth: "abc123"}) == {
+        cyrillic: REDACTED,
+        fullwidth: REDACTED,
+    }
+    prose = "\u041f\u0430\u0440\u043e\u043b\u044c: "  # Russian, with look-alike letters
+    assert redact_text(f"{prose}{cyrillic}=s3cr3t-pw ok") == f"{prose}{cyrillic}={REDACTED} ok"
+    assert redact_text(f"{fullwidth}\uff1a abc123") == f"{fullwidth}\uff1a {REDACTED}"
