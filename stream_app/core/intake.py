@@ -39,7 +39,7 @@ from stream_app.core.records import (
     SessionMessage,
     SourceRecord,
 )
-from stream_app.core.redaction import redact
+from stream_app.core.redaction import redact, redact_text
 from stream_app.core.tenant import normalize_org
 from stream_app.core.translate import (
     MessageFields,
@@ -249,15 +249,18 @@ def _session_decision(
     record: SourceRecord,
     policy: Policy,
 ) -> SessionDecision:
-    """A checked decision as the core keeps it: bound to the tenant, ``raw`` redacted."""
+    """A checked decision as the core keeps it: bound to the tenant, ``raw`` redacted, and
+    ``file_path`` too (before its natural key is made: no credential in a path reaches
+    state, the collapse table or a Turn; a path without one is kept as it came)."""
     raw = redact(fields["raw"])
+    file_path = redact_text(payload.file_path)
     decision: DecisionDict = {
         "decision_id": payload.decision_id,
         "org_id": policy.org_id,
         "session_id": payload.session_id,
         "user_id": payload.user_id,
         "agent_harness": payload.agent_harness,
-        "file_path": payload.file_path,
+        "file_path": file_path,
         "accepted": payload.accepted,
         "explicit": payload.explicit,
         "interaction_mode": payload.interaction_mode,
@@ -270,7 +273,7 @@ def _session_decision(
         "raw": raw,
     }
     # The state keeps the record for a later dead letter; it must not keep a credential.
-    origin = Origin.of(record, jsonbytes.dumps({**fields, "raw": raw}))
+    origin = Origin.of(record, jsonbytes.dumps({**fields, "raw": raw, "file_path": file_path}))
     return SessionDecision(
         session_id=payload.session_id,
         decision=decision,

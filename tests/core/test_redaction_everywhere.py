@@ -52,15 +52,19 @@ def what_the_state_holds(run: Run, step: str) -> list[tuple[str, bytes]]:
     return held
 
 
-def everything_written(raw: dict[str, Any]) -> tuple[Run, list[tuple[str, bytes]]]:
-    """The run, and what it wrote where, with ``raw`` as every decision's ``raw``."""
+def everything_written(
+    raw: dict[str, Any], file_path: str = "src/a.py"
+) -> tuple[Run, list[tuple[str, bytes]]]:
+    """The run, and what it wrote where, with ``raw`` as every decision's ``raw`` and
+    ``file_path`` as every decision's ``file_path``."""
     run = Run(policy=POLICY)
+    path = {"file_path": file_path}
     written: list[tuple[str, bytes]] = []
 
     def state(step: str) -> None:
         written.extend(what_the_state_holds(run, step))
 
-    early = decision(call_id="toolu_1", decision_id="early", raw=raw)
+    early = decision(call_id="toolu_1", decision_id="early", raw=raw, **path)
     item, _ = run.pipeline.decode(
         SourceRecord("decisions", "developer.decisions", 0, 99, None, orjson.dumps(early))
     )
@@ -72,18 +76,24 @@ def everything_written(raw: dict[str, Any]) -> tuple[Run, list[tuple[str, bytes]
     run.msg(message(text="fix it", message_id="u1"))
     run.msg(assistant(message_id="a1", tool_calls=[tool_call("toolu_1")]))
     state("its turn arrives")
-    run.dec(decision(call_id="a1", harness="pi", decision_id="late", raw=raw))
+    run.dec(decision(call_id="a1", harness="pi", decision_id="late", raw=raw, **path))
     state("a late decision joins an emitted turn")
-    run.dec(decision(call_id=None, harness="pi", decision_id="none", file_path="b", raw=raw))
+    run.dec(decision(call_id=None, harness="pi", decision_id="none", raw=raw, **path))
     state("an unattributable decision")
     run.dec(
-        decision(call_id="shared", decision_id="guess", occurred_at="2026-01-01T10:05:00Z", raw=raw)
+        decision(
+            call_id="shared",
+            decision_id="guess",
+            occurred_at="2026-01-01T10:05:00Z",
+            raw=raw,
+            **path,
+        )
     )
     run.msg(assistant(message_id="a2", tool_calls=[tool_call("shared")]))
     state("a decision joins on a guess")
     run.msg(assistant(message_id="a3", tool_calls=[tool_call("shared")]))
     state("a second turn answers to the same id")
-    run.dec(decision(session="s2", call_id="never", decision_id="orphan", raw=raw))
+    run.dec(decision(session="s2", call_id="never", decision_id="orphan", raw=raw, **path))
     state("a decision waits in another session")
     run.now += POLICY.session_ttl_seconds + 1
     run.sweep()
@@ -115,6 +125,38 @@ def test_ordinary_content_reaches_the_turn_unchanged() -> None:
     assert {orjson.dumps(d["raw"]) for t in run.revisions for d in t["decisions"]} == {
         orjson.dumps(ORDINARY_RAW)
     }
+
+
+# -- file_path: a credential in a path goes on the way in, as one in ``raw`` does ---------
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"{s.category}: {s.name}")
+def test_no_credential_of_a_file_path_is_readable_anywhere(shape: Shape) -> None:
+    """Redacted before the natural key is made: not in a Turn, state, the collapse table
+    (a session's state holds it), a dead letter or the repartition record. The shape is
+    the whole path, and a token (one word) is also a directory of one."""
+    token = shape.text == shape.secret and len(shape.text.split()) == 1
+    paths = [shape.text, *([f"uploads/{shape.text}/app.py"] if token else [])]
+    for path in paths:
+        run, written = everything_written({"note": "x"}, file_path=path)
+        assert [where for where, blob in written if leaks(shape.secret, blob)] == [], path
+        emitted = {d["file_path"] for t in run.revisions for d in t["decisions"]}
+        assert emitted and all(REDACTED in p for p in emitted)
+
+
+def test_a_file_path_without_a_credential_reaches_the_turn_unchanged() -> None:
+    paths = [
+        "src/auth/token_service.py",
+        "config/secrets.example.yml",
+        "~/.ssh/id_ed25519",
+        "C:\\Users\\ana\\.aws\\credentials",
+        "docs/How%20to%20rotate%20a%20token.md",
+        "src/\u0441\u0435\u0440\u0432\u0438\u0441/pass_through.py",
+        "",
+    ]
+    for path in paths:
+        run, _ = everything_written({"note": "x"}, file_path=path)
+        assert {d["file_path"] for t in run.revisions for d in t["decisions"]} == {path}
 
 
 # -- STREAM_APP_REDACT_CONTENT: the same rules on messages' content -----------------------
