@@ -438,16 +438,14 @@ def trajectory(
 
 
 def turns_lines(read: TurnLines, skips: Skips) -> Iterator[tuple[str, TurnsLine]]:
-    """The turn lines as they are, in first-emission order, with their sessions."""
-    for _ in range(read.unkeyed):
-        skips.add(None, SkipReason.NOT_A_TURN)
-    for key, line in read.latest.items():
-        pair = turn_key(key)
-        turn = None if pair is None else parse_turn(line, pair[1])
-        if pair is None or turn is None:
-            skips.add(key, SkipReason.NOT_A_TURN)
-            continue
-        yield pair[0], {"key": key, "value": turn}
+    """The turn lines as they are, by session (in the order of its first turn), then in
+    first-emission order: a reader meets a session's turns together, as the other formats."""
+    for session_id, turns in sessions(read, skips):
+        for key, turn in turns:
+            if turn is None:
+                skips.add(key, SkipReason.NOT_A_TURN)
+                continue
+            yield session_id, {"key": key, "value": turn}
 
 
 def records(read: TurnLines, options: Options, skips: Skips) -> Iterator[tuple[str, Record]]:

@@ -392,10 +392,11 @@ def test_trajectories_are_replays_turns_in_order_each_its_latest_revision(
         for t in jsonl(out)
     }
     assert orgs == {True}
-    # The turns format: replay's lines, each key once, its latest value at its first place.
+    # The turns format: replay's lines, each key once with its latest value, by session (in
+    # the order of its first turn), then in first-emission order (issue 43 item 4).
     _, out = export(turns, tmp_path, "turns.jsonl")
     expected = [(k, v) for session in by_session.values() for k, v in session]
-    assert sorted(expected) == sorted((x["key"], x["value"]) for x in jsonl(out))
+    assert [(x["key"], x["value"]) for x in jsonl(out)] == expected
 
 
 def test_the_split_is_by_session_disjoint_and_byte_identical_across_runs(tmp_path: Path) -> None:
