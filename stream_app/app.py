@@ -33,7 +33,7 @@ from faust.web import Request, Response, View
 from mode.supervisors import CrashingSupervisor
 from prometheus_client import generate_latest
 
-from stream_app import heap, logs, metrics, reachability
+from stream_app import heap, logs, metrics, reachability, web_server
 from stream_app.checkpointing.batches import Checkpoints
 from stream_app.checkpointing.consumer import (
     RUN_RECORDS,
@@ -84,6 +84,7 @@ def create_app(settings: Settings) -> faust.App:
         web_port=settings.web_port,
         web_host=settings.web_host,
         web_bind=settings.web_bind,
+        web=web_server.WEB,  # Faust's aiohttp server, within limits (web_server.py)
         # Faust's /table/{name}/{key}/ would serve session state (chat content) past
         # STREAM_APP_WEB_TOKEN; /sessions/{id} is the way in.
         web_tables_enabled=False,

@@ -20,7 +20,7 @@ from aiohttp import web
 from aiokafka import AIOKafkaClient
 from aiokafka.errors import KafkaError
 
-from stream_app import logs
+from stream_app import logs, web_server
 
 FIRST_BACKOFF = 0.5  # seconds before the second attempt, doubled before each next one
 MAX_BACKOFF = 30.0
@@ -131,7 +131,7 @@ async def _serve_probes(bind: str, port: int) -> web.AppRunner | None:
     app = web.Application()
     app.router.add_get("/health", health)
     app.router.add_route("*", "/{tail:.*}", not_ready)
-    runner = web.AppRunner(app, access_log=None)
+    runner = web_server.Runner(app, access_log=None)  # the worker's connection limits
     await runner.setup()
     try:
         await web.TCPSite(runner, bind, port).start()

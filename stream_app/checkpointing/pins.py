@@ -1,14 +1,15 @@
-"""Every private name of Faust (with mode) and aiokafka that this project overrides or
-reads, with the class that defines it and the shape the project relies on.
+"""Every private name of Faust (with mode), aiokafka and aiohttp that this project overrides
+or reads, with the class that defines it and the shape the project relies on.
 
 The at-least-once holes are closed by overriding Faust's internals (``consumer.py``,
-``state/recovery.py``, ``state/tables.py``). No release promises to keep any of them: a
-method renamed upstream would silently stop being overridden, and a changed signature or
-value would fail deep inside a rebalance. ``tests/checkpointing/test_pins.py`` checks each
-pin against the installed versions and fails naming it; it also reads ``stream_app/`` for
-private names of those packages, so a use without a pin here fails too. When a pin fails
-after an upgrade, read the upstream change against the rule that relies on it (the
-``consumer.py`` rules are cited as R1-R13) before changing the pin.
+``state/recovery.py``, ``state/tables.py``), the web server's limits by overriding
+aiohttp's (``web_server.py``). No release promises to keep any of them: a method renamed
+upstream would silently stop being overridden, and a changed signature or value would fail
+deep inside a rebalance. ``tests/checkpointing/test_pins.py`` checks each pin against the
+installed versions and fails naming it; it also reads ``stream_app/`` for private names of
+those packages, so a use without a pin here fails too. When a pin fails after an upgrade,
+read the upstream change against the rule that relies on it (the ``consumer.py`` rules are
+cited as R1-R13) before changing the pin.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 #: The packages whose private names are pinned: Faust, the service library it is built
-#: on, and the Kafka client under it.
-PINNED_PACKAGES = ("faust", "mode", "aiokafka")
+#: on, the Kafka client under it, and the web server under its web driver.
+PINNED_PACKAGES = ("faust", "mode", "aiokafka", "aiohttp")
 
 Kind = Literal["method", "coroutine", "attribute"]
 
@@ -50,6 +51,7 @@ CONSUMER_THREAD = "faust.transport.drivers.aiokafka.AIOKafkaConsumerThread"
 ROCKSDB_STORE = "faust.stores.rocksdb.Store"
 CHECKPOINTING = ("stream_app.checkpointing.consumer",)
 TABLES = ("stream_app.state.tables",)
+WEB_SERVER = ("stream_app.web_server",)
 
 PINS: tuple[Pin, ...] = (
     # -- Faust's consumer: delivery and commit bookkeeping (checkpointing/consumer.py) --
@@ -189,6 +191,32 @@ PINS: tuple[Pin, ...] = (
         "overridden: the transport whose consumer is consumer.py's",
         ("stream_app.app",),
         callers=("faust.app.base.App.transport",),
+    ),
+    # -- Faust's web driver and aiohttp's server (web_server.py) ------------------------
+    Pin(
+        "faust.web.drivers.aiohttp.Web",
+        "_runner",
+        "attribute",
+        "AppRunner",
+        "written: the runner that serves the app through web_server.Server (its limits)",
+        WEB_SERVER,
+    ),
+    Pin(
+        "aiohttp.web_runner.AppRunner",
+        "_make_server",
+        "coroutine",
+        "(self)",
+        "overridden: the application's server remade as web_server.Server",
+        WEB_SERVER,
+        callers=("aiohttp.web_runner.BaseRunner.setup",),
+    ),
+    Pin(
+        "aiohttp.web_server.Server",
+        "_kwargs",
+        "attribute",
+        "dict",
+        "read: the options each connection's protocol is made with",
+        WEB_SERVER,
     ),
     # -- Faust's recovery (state/recovery.py) ------------------------------------------
     Pin(

@@ -96,6 +96,17 @@ def instances() -> dict[str, Callable[[Path], Any]]:
 
         return asyncio.run(made())
 
+    def aiohttp_server(tmp_path: Path) -> Any:
+        from aiohttp import web
+
+        async def handler(request: web.BaseRequest) -> web.StreamResponse:
+            return web.Response()
+
+        async def made() -> Any:
+            return web.Server(handler, keepalive_timeout=5)
+
+        return asyncio.run(made())
+
     return {
         "faust.transport.consumer.Consumer": lambda tmp_path: app(tmp_path).consumer,
         "faust.tables.manager.TableManager": lambda tmp_path: app(tmp_path).tables,
@@ -104,6 +115,8 @@ def instances() -> dict[str, Callable[[Path], Any]]:
             lambda tmp_path: app(tmp_path, "rocksdb://").Table("t").data
         ),
         "aiokafka.AIOKafkaConsumer": aiokafka_consumer,
+        "faust.web.drivers.aiohttp.Web": lambda tmp_path: app(tmp_path).web,
+        "aiohttp.web_server.Server": aiohttp_server,
     }
 
 
