@@ -193,8 +193,21 @@ def test_the_cap_is_a_quarter_of_the_open_file_limit_within_bounds(
     assert (found.open_files, found.connections) == (open_files, connections)
 
 
-def minimal_app(port: int) -> tuple[faust.App, asyncio.Event]:
-    """Pages as the worker's: ``/health``, and ``/slow`` that answers once released."""
+class Slow:
+    """``/slow``'s views: each says when it runs, and answers once released."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.running: asyncio.Queue[None] = asyncio.Queue()
+
+    async def started(self, count: int) -> None:
+        async with asyncio.timeout(5):
+            for _ in range(count):
+                await self.running.get()
+
+
+def minimal_app(port: int) -> tuple[faust.App, Slow]:
+    """Pages as the worker's: ``/health``, and ``/slow`` (:class:`Slow`)."""
     app = faust.App(
         "web-connections-test",
         broker="memory://",
@@ -204,7 +217,7 @@ def minimal_app(port: int) -> tuple[faust.App, asyncio.Event]:
         web_port=port,
         web_tables_enabled=False,
     )
-    release = asyncio.Event()
+    views = Slow()
 
     @app.page("/health")
     async def health(web: Any, request: Any) -> Any:
@@ -212,28 +225,29 @@ def minimal_app(port: int) -> tuple[faust.App, asyncio.Event]:
 
     @app.page("/slow")
     async def slow(web: Any, request: Any) -> Any:
-        await release.wait()
+        views.running.put_nowait(None)
+        await views.release.wait()
         return web.json({"status": "done"})
 
     guard_faust_views(app, None)
-    return app, release
+    return app, views
 
 
 @asynccontextmanager
 async def serving(
     monkeypatch: pytest.MonkeyPatch, limits: Limits
-) -> AsyncIterator[tuple[int, asyncio.Event]]:
+) -> AsyncIterator[tuple[int, Slow]]:
     """The app's web server as the worker starts it, with these limits, on a free port."""
     monkeypatch.setattr(web_server, "limits", lambda: limits)
     port = free_port()
-    app, release = minimal_app(port)
+    app, views = minimal_app(port)
     assert isinstance(app.web, web_server.Web)
     app.web.init_server()
     await app.web.start_server()
     try:
-        yield port, release
+        yield port, views
     finally:
-        release.set()
+        views.release.set()
         await app.web.stop_server()
 
 
@@ -301,7 +315,7 @@ def test_a_connection_without_a_complete_request_is_closed_after_the_header_time
             dribbler = asyncio.create_task(dribble())
             for client in (silent, partial, dribbling):
                 after = await client.closed_within(3)
-                assert after is not None and 0.4 <= after < 1.5, after
+                assert after is not None and 0.4 <= after < 3, after
             dribbler.cancel()
             # Answered, it waits for its next request up to the keep-alive timeout instead.
             assert await kept.closed_within(0.5) is None
@@ -309,7 +323,7 @@ def test_a_connection_without_a_complete_request_is_closed_after_the_header_time
             assert b" 200 " in await kept.answer()
             asked = time.monotonic()
             assert await kept.closed_within(3) is not None
-            assert 1.3 <= time.monotonic() - asked < 2.5
+            assert 1.3 <= time.monotonic() - asked < 4
 
     asyncio.run(scenario())
 
@@ -320,10 +334,10 @@ def test_past_the_cap_the_longest_waiting_connection_gives_way_never_a_busy_one(
     limits = Limits(open_files=16, connections=4, header_timeout=60, keepalive_timeout=60)
 
     async def scenario() -> None:
-        async with serving(monkeypatch, limits) as (port, release):
+        async with serving(monkeypatch, limits) as (port, slow):
             busy = await Client.open(port)
             busy.send(get_request("/slow"))
-            await asyncio.sleep(0.2)  # its view runs
+            await slow.started(1)
             idle = [await Client.open(port) for _ in range(6)]
             probe = await Client.open(port)
             probe.send(get_request("/health"))
@@ -333,7 +347,7 @@ def test_past_the_cap_the_longest_waiting_connection_gives_way_never_a_busy_one(
                 assert await client.closed_within(2) is not None
             for client in idle[4:]:
                 assert await client.closed_within(0.2) is None
-            release.set()
+            slow.release.set()
             assert b" 200 " in await busy.answer()
             for client in [*idle, busy, probe]:
                 client.close()
@@ -347,14 +361,14 @@ def test_with_every_connection_busy_a_new_one_is_closed_at_once(
     limits = Limits(open_files=16, connections=2, header_timeout=60, keepalive_timeout=60)
 
     async def scenario() -> None:
-        async with serving(monkeypatch, limits) as (port, release):
+        async with serving(monkeypatch, limits) as (port, slow):
             busy = [await Client.open(port) for _ in range(2)]
             for client in busy:
                 client.send(get_request("/slow"))
-            await asyncio.sleep(0.2)
+            await slow.started(2)
             late = await Client.open(port)
             assert await late.closed_within(2) is not None
-            release.set()
+            slow.release.set()
             for client in busy:
                 assert b" 200 " in await client.answer()
                 client.close()
