@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 import faust
+import orjson
 from faust.tables.manager import TableManager
 from faust.types import TP
 from faust.web import Request, Response, View
@@ -42,19 +43,22 @@ from stream_app.checkpointing.consumer import (
     Transport,
 )
 from stream_app.config import Settings, load_settings
+from stream_app.core import finality
+from stream_app.finals import Finalizer
 from stream_app.models.topics import partition_for
 from stream_app.pipeline import Pipeline
 from stream_app.slices import Slices
+from stream_app.state.due import IndexedSessions, OrderedMemoryStore, session_of_due
 from stream_app.state.recovery import (
     FetchEndTableManager,
     bootstrap_servers,
     client_options,
     partition_counts,
 )
-from stream_app.state.sessions import TableSessions, session_of
+from stream_app.state.sessions import session_of
 from stream_app.state.tables import KeyPartitionedTable
 from stream_app.web_auth import guard_faust_views, requires_token
-from stream_app.worker import SWEEP, Outbox, Routing, Worker
+from stream_app.worker import SWEEP, TICK, Outbox, Routing, Worker
 
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4"  # aiohttp adds the charset itself
 LAG_PROBE_SECONDS = 0.05
@@ -135,19 +139,27 @@ def create_app(settings: Settings) -> faust.App:
     sessions = topic(routing.sessions_topic, internal=True)
     turns = topic(settings.topic_turns, compacting=True)
     dead_letters = topic(settings.topic_dlq)
+    finals = topic(settings.topic_final, compacting=True)
 
-    # -- tables (state/sessions.py, state/entries.py) --------------------------------
-    def table(name: str, session_of: Callable[[bytes], bytes] = bytes) -> KeyPartitionedTable:
+    # -- tables (state/sessions.py, state/entries.py, state/due.py) ------------------
+    def table(
+        name: str, session_of: Callable[[bytes], bytes] = bytes, **options: Any
+    ) -> KeyPartitionedTable:
         return cast(
-            KeyPartitionedTable, app.Table(name, partitions=partitions, session_of=session_of)
+            KeyPartitionedTable,
+            app.Table(name, partitions=partitions, session_of=session_of, **options),
         )
 
     heads = table("sessions")
     entries = table("entries", session_of=session_of)
     bodies = table("turn_bodies", session_of=session_of)
     collapse = table("decisions", session_of=session_of)
-    store = TableSessions(heads, collapse, bodies, entries, policy.max_state_record_bytes)
-    pipeline = Pipeline(policy, store)
+    due = table("due", session_of=session_of_due, memory_store=OrderedMemoryStore)
+    store = IndexedSessions(
+        heads, collapse, bodies, entries, policy.max_state_record_bytes, due, policy, partitions
+    )
+    # Closed turns wait in the state for the checkpoint that holds them (stream_app/finals.py).
+    pipeline = Pipeline(policy, store, finals_now=False)
     worker = Worker(pipeline, store, routing, settings.on_processing_error)
 
     # -- the agent -------------------------------------------------------------------
@@ -156,15 +168,18 @@ def create_app(settings: Settings) -> faust.App:
         """Applies runs of records into batches, which ``Checkpoints`` sends, writes and
         acknowledges in the background (``checkpointing/batches.py``)."""
         consumer = cast(Consumer, app.consumer)
-        outbox = Outbox(app.producer, settings.topic_turns, settings.topic_dlq, routing)
+        outbox = Outbox(
+            app.producer, settings.topic_turns, settings.topic_dlq, routing, settings.topic_final
+        )
         checkpoints = Checkpoints(
             store,
-            [heads, entries, bodies, collapse],
+            [heads, entries, bodies, collapse, due],
             consumer,
             outbox.send,
             outbox.observe,
             app.crash,
             interval=settings.commit_interval_ms / 1000,
+            after_write=Finalizer(store, outbox.send_finals).after_write,
         )
         give_back = Slices()  # a full buffer is read without ever awaiting (slices.py)
         try:
@@ -186,6 +201,14 @@ def create_app(settings: Settings) -> faust.App:
         """Expiry is checked on every record of a session; this catches the idle ones."""
         for partition in range(partitions):
             await sessions.send(key=None, value=SWEEP, partition=partition)
+
+    @app.timer(settings.final_tick_seconds, on_leader=True)  # type: ignore[untyped-decorator]
+    async def request_ticks() -> None:
+        """Turns go final on the worker's clock, although their session may never receive
+        another record: the owner of each sessions partition reads its due index at each
+        tick, in order with the partition's records (``worker.TICK``)."""
+        for partition in range(partitions):
+            await sessions.send(key=None, value=TICK, partition=partition)
 
     @app.timer(heap.INTERVAL)  # type: ignore[untyped-decorator]
     async def give_back_memory() -> None:
@@ -242,6 +265,7 @@ def create_app(settings: Settings) -> faust.App:
     @app.page("/metrics")
     async def metrics_page(web: View, request: Request) -> Response:
         metrics.SESSIONS.set(len(store))
+        metrics.PARTITIONS_REREADING.set(cast(Consumer, app.consumer).rereading())
         metrics.LAG.clear()
         for tp, lag in routing.lag(app.consumer.assignment(), app.consumer.highwater).items():
             metrics.LAG.labels(topic=tp.topic, partition=str(tp.partition)).set(lag)
@@ -255,7 +279,9 @@ def create_app(settings: Settings) -> faust.App:
         state = store.peek(session_id)
         if state is None:
             return web.json({"error": f"no state for session {session_id!r}"}, status=404)
-        return web.bytes(state.to_json(), content_type="application/json")
+        # Which turns are final (core/finality.view) beside the state.
+        view = {**orjson.loads(state.to_json()), "finality": finality.view(state, policy)}
+        return web.bytes(orjson.dumps(view), content_type="application/json")
 
     # -- signals and start-up --------------------------------------------------------
     # Faust's signal stubs do not describe receivers that take the signal's arguments.
@@ -282,7 +308,7 @@ def create_app(settings: Settings) -> faust.App:
     @app.task  # type: ignore[untyped-decorator]
     async def on_startup() -> None:
         logs.quiet_root_logger()
-        for t in (turns, dead_letters):
+        for t in (turns, dead_letters, finals):
             await t.maybe_declare()
         metrics.declare(list(routing.kinds))
         logs.event(
@@ -293,7 +319,7 @@ def create_app(settings: Settings) -> faust.App:
             org_id=policy.org_id,
             partitions=partitions,
             store=settings.store,
-            topics=[*routing.kinds, settings.topic_turns, settings.topic_dlq],
+            topics=[*routing.kinds, settings.topic_turns, settings.topic_dlq, settings.topic_final],
         )
 
     return app

@@ -114,6 +114,8 @@ class Settings(BaseSettings):
     topic_decisions: str = Field("developer.decisions", min_length=1)
     topic_turns: str = Field("turns", min_length=1)
     topic_dlq: str = Field("turns.dlq", min_length=1)
+    # Each turn once, when nothing can revise it any more (SPEC §8, stream_app/finals.py).
+    topic_final: str = Field("turns.final", min_length=1)
     partitions: int = Field(4, ge=1)
     replication_factor: int = Field(1, ge=1)
     session_ttl_seconds: float = Field(24 * 3600.0, gt=0)
@@ -140,6 +142,8 @@ class Settings(BaseSettings):
     read_ahead_records: int = Field(25_600, ge=100)
     commit_interval_ms: int = Field(1000, ge=0)
     sweep_interval_seconds: float = Field(60.0, gt=0)
+    # How often the owner of each sessions partition looks for turns due to go final.
+    final_tick_seconds: float = Field(1.0, gt=0)
     store: Literal["rocksdb://", "memory://"] = "rocksdb://"
     data_dir: Path = Path("./data")
     standby_replicas: int = Field(1, ge=0)

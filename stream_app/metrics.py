@@ -39,6 +39,19 @@ OFFSETS_RESTARTED = Counter(
     "their partition: the topic was made again (or the cluster moved), and they are applied.",
     registry=REGISTRY,
 )
+PARTITIONS_RESTARTED = Counter(
+    "stream_app_partitions_restarted",
+    "Input partitions found to end below the offset the worker read them at (their topic "
+    "made again), and read again from the start of their log.",
+    ["topic"],
+    registry=REGISTRY,
+)
+PARTITIONS_REREADING = Gauge(
+    "stream_app_partitions_rereading",
+    "Input partitions being read again from the start of a log made again, until the read "
+    "reaches where that log ended when it was found.",
+    registry=REGISTRY,
+)
 DEAD_LETTERS = Counter(
     "stream_app_dead_letters", "Records dead-lettered, by reason.", ["reason"], registry=REGISTRY
 )
@@ -116,6 +129,27 @@ TURN_LATENCY = Histogram(
     registry=REGISTRY,
 )
 
+FINALS = Counter(
+    "stream_app_turns_final",
+    "Turns written to the final topic, by final_reason (window: past their late-decision "
+    "window; evicted: closed early by a session limit; expired: their session expired).",
+    ["reason"],
+    registry=REGISTRY,
+)
+FINAL_DELAY = Histogram(
+    "stream_app_final_delay_seconds",
+    "From a turn's final_after to its final record acknowledged by the broker, for turns "
+    "final by their window: the tick, the checkpoint and any consumer lag between.",
+    buckets=(0.5, 1, 1.5, 2, 3, 5, 10, 30, 60, 300, 1800),
+    registry=REGISTRY,
+)
+FINAL_WAITING = Gauge(
+    "stream_app_final_waiting_turns",
+    "Turns past their final_after (or closed early) whose final record is not written yet, "
+    "in the sessions this worker's last tick of each partition read.",
+    registry=REGISTRY,
+)
+
 
 def _series() -> dict[Count, Callable[[], Counter] | None]:
     """Each count's series: the one place a count becomes a metric (None: replay's only).
@@ -162,3 +196,6 @@ def declare(input_topics: list[str]) -> None:
         DEAD_LETTERS.labels(reason=reason.value)
     for topic in input_topics:
         RECORDS.labels(topic=topic)
+        PARTITIONS_RESTARTED.labels(topic=topic)
+    for final_reason in ("window", "evicted", "expired"):
+        FINALS.labels(reason=final_reason)

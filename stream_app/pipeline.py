@@ -1,4 +1,10 @@
-"""The core driven against a store and a clock: what replay, the worker and the tests share."""
+"""The core driven against a store and a clock: what replay, the worker and the tests share.
+
+Turns that close (``core/finality.py``) are written at once when ``finals_now`` (replay,
+the tests: their final records in ``Outputs.finals``, the turns dropped); the worker keeps
+them in the state until the checkpoint that holds their closing is written
+(``stream_app/finals.py``).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ import time
 from collections.abc import Callable, Iterable
 from types import MappingProxyType
 
+from stream_app.core import finality
 from stream_app.core.assembler import apply
 from stream_app.core.collapse import Firsts
 from stream_app.core.counts import Count
@@ -13,6 +20,7 @@ from stream_app.core.expiry import expire
 from stream_app.core.intake import decode
 from stream_app.core.policy import Policy
 from stream_app.core.records import Outputs, SessionDecision, SessionInput, SourceRecord
+from stream_app.core.session import SessionState
 from stream_app.models.json_types import Json
 from stream_app.state.base import SessionStore
 
@@ -21,11 +29,17 @@ _NO_FIRSTS: Firsts = MappingProxyType({})
 
 class Pipeline:
     def __init__(
-        self, policy: Policy, store: SessionStore, clock: Callable[[], float] = time.time
+        self,
+        policy: Policy,
+        store: SessionStore,
+        clock: Callable[[], float] = time.time,
+        finals_now: bool = True,
     ) -> None:
         self.policy = policy
         self.store = store
         self.clock = clock
+        self.finals_now = finals_now
+        self.waiting = 0  # closed turns not yet written in the sessions the last tick read
 
     def decode(
         self, record: SourceRecord, parsed: Json | None = None
@@ -54,6 +68,8 @@ class Pipeline:
             collapse.forget(session_id)
         for key, first in writes.remember:
             collapse.remember(session_id, key, first)
+        if self.finals_now and state.closed:
+            out.finals.extend(finality.drain(state))
         self.store.put(state)
         return out
 
@@ -72,13 +88,54 @@ class Pipeline:
             if at is None or now <= at:
                 continue
             state = self.store.get(session_id)
+            if state is not None:
+                self._expire(state, now, out)
+        return out
+
+    def tick(self, partition: int | None = None) -> Outputs:
+        """Closes the turns due by now of the sessions the store's due index names (of one
+        partition; None: all), and brings closed turns still to be written into the next
+        checkpoint (found in the index after a restart). Costs in proportion to the
+        sessions due, not to those held (``state/due.py``)."""
+        out = Outputs()
+        now = self.clock()
+        waiting = 0
+        for session_id, key in self.store.due(partition, now, self.policy):
+            state = self.store.get(session_id)
+            if state is not None:
+                self._expire(state, now, out)
+                waiting += len(state.closed)
+            self.store.due_read(key, state)
+        self.waiting = waiting
+        return out
+
+    def _expire(self, state: SessionState, now: float, out: Outputs) -> None:
+        session_id = state.session_id
+        kept, expired = expire(state, self.policy, now)
+        out.extend(expired)
+        if expired.counts[Count.SESSIONS_EXPIRED]:
+            self.store.collapse.forget(session_id)
+        if kept is None:
+            self.store.delete(session_id)
+            return
+        if self.finals_now and kept.closed:
+            out.finals.extend(finality.drain(kept))
+        if finality.spent(kept):
+            self.store.delete(session_id)
+        elif expired.counts or kept.closed:
+            self.store.put(kept)
+
+    def finish(self) -> Outputs:
+        """Closes every open turn of every session held (``expired``): the end of a closed
+        input (replay's), where nothing can revise a turn any more. Its final records, in
+        each session's order; the sessions are left as they are otherwise."""
+        out = Outputs()
+        for session_id in self.store.session_ids():
+            state = self.store.get(session_id)
             if state is None:
                 continue
-            kept, expired = expire(state, self.policy, now)
-            out.extend(expired)
-            if kept is None:
-                self.store.delete(session_id)
-                self.store.collapse.forget(session_id)
-            elif expired.counts[Count.TURNS_CLOSED]:
-                self.store.put(kept)
+            finality.close_all(state, finality.EXPIRED, self.policy)
+            if self.finals_now:
+                out.finals.extend(finality.drain(state))
+            self.store.put(state)
         return out

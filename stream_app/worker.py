@@ -26,6 +26,7 @@ from stream_app.checkpointing.batches import Batch, Emitted, Forward
 from stream_app.core.counts import Counts
 from stream_app.core.dead_letter import original_key, rejected
 from stream_app.core.records import (
+    FinalTurn,
     Origin,
     Outputs,
     SessionInput,
@@ -42,6 +43,10 @@ from stream_app.slices import Slices
 from stream_app.state.sessions import TableSessions
 
 SWEEP = b'{"sweep":true}'  # the leader's timer record on a sessions partition: expire it
+# The leader's record on each sessions partition every STREAM_APP_FINAL_TICK_SECONDS: its
+# owner closes the turns due by its clock, in order with the partition's records (the
+# due index, ``state/due.py``, names them).
+TICK = b'{"tick":true}'
 
 
 @dataclass
@@ -105,6 +110,7 @@ class Worker:
         self.routing = routing
         self.on_processing_error = on_processing_error
         self._records_read = {name: metrics.RECORDS.labels(topic=name) for name in routing.kinds}
+        self.waiting: dict[int, int] = {}  # by sessions partition, as its last tick found
 
     def read(self, run: list[Message]) -> None:
         """Counts a run of records read (one partition's) for ``/metrics`` and the lag
@@ -149,6 +155,11 @@ class Worker:
         value = msg.value
         if value is None:
             return  # nothing this app writes
+        if value == TICK:
+            batch.emitted.append(Emitted(self.pipeline.tick(msg.partition), None))
+            self.waiting[msg.partition] = self.pipeline.waiting
+            metrics.FINAL_WAITING.set(sum(self.waiting.values()))
+            return
         if value == SWEEP:
             now = self.pipeline.clock()
             due = self.store.due_in(msg.partition, self.pipeline.policy, now)
@@ -202,13 +213,37 @@ class Outbox:
     one at a time through Faust's producer, which picks their partition."""
 
     def __init__(
-        self, producer: ProducerT, turns_topic: str, dlq_topic: str, routing: Routing
+        self,
+        producer: ProducerT,
+        turns_topic: str,
+        dlq_topic: str,
+        routing: Routing,
+        final_topic: str | None = None,
     ) -> None:
         self.producer = producer
         self.turns_topic = turns_topic
         self.dlq_topic = dlq_topic
+        self.final_topic = final_topic
         self.routing = routing
         self._batches = RecordBatches(lambda: aiokafka_producer(producer))
+        self._finals = RecordBatches(lambda: aiokafka_producer(producer))
+
+    async def send_finals(self, finals: list[FinalTurn]) -> None:
+        """Hands final records to the producer, each to its session's partition of the final
+        topic, and returns once the broker has them all (``stream_app/finals.py``)."""
+        assert self.final_topic is not None
+        partitions, pause = self.routing.partitions, Slices()
+        for final in finals:
+            await pause()
+            partition = partition_for(final.session_id.encode(), partitions)
+            await self._finals.append(
+                TP(self.final_topic, partition),
+                final.key_bytes,
+                final.value,
+                headers=final.headers,
+            )
+        for delivery in await self._finals.hand_over_all():
+            await delivery.acknowledged
 
     async def send(self, batch: Batch) -> list[Awaitable[RecordMetadata]]:
         """Hands a batch's emissions and forwarded inputs to the producer, in order."""

@@ -31,6 +31,7 @@ def topics() -> dict[str, str]:
         "STREAM_APP_TOPIC_DECISIONS": f"decisions-{run}",
         "STREAM_APP_TOPIC_TURNS": f"turns-{run}",
         "STREAM_APP_TOPIC_DLQ": f"dlq-{run}",
+        "STREAM_APP_TOPIC_FINAL": f"final-{run}",
     }
 
 

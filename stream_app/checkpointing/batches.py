@@ -14,7 +14,8 @@ begins only from the status before it, and anything else raises (``BatchStateErr
    rebalance or a stop), (4a) every session changed since the last checkpoint is
    serialized as it was when the checkpoint began, a slice at a time while the agent goes
    on (``TableSessions.begin_seal``), and, once the batches sealed so far are SENT, written
-   to the tables (each session once) and its changelog records acknowledged; (4b) then
+   to the tables (each session once) and its changelog records acknowledged, and the final
+   records of the turns it closed are written (``stream_app/finals.py``); (4b) then
    those batches' events are marked applied and acknowledged to Faust, batch after batch
    in the order they were sealed, the snapshot is let go a slice at a time
    (``TableSessions.release``), and the events are committed (``checkpoint``,
@@ -49,7 +50,7 @@ from stream_app import logs
 from stream_app.checkpointing.consumer import Consumer
 from stream_app.core.records import Outputs
 from stream_app.slices import Slices, let_go
-from stream_app.state.sessions import TableSessions
+from stream_app.state.sessions import Snapshot, TableSessions
 
 IN_FLIGHT = 4  # sealed batches being sent at once before the agent waits for the oldest
 
@@ -134,6 +135,7 @@ class Checkpoints:
         observe: Callable[[Batch], None],
         crash: Callable[[BaseException], Awaitable[None]],
         interval: float,
+        after_write: Callable[[Snapshot], Awaitable[None]] | None = None,
     ) -> None:
         self.store = store
         self.tables = tables
@@ -142,6 +144,9 @@ class Checkpoints:
         self.observe = observe
         self.crash = crash
         self.interval = interval
+        #: Called once a checkpoint's snapshot is on the changelogs, before its events are
+        #: acknowledged: the final records of the turns it closed (``stream_app/finals.py``).
+        self.after_write = after_write
         self.open = Batch()
         #: The first failure (``fail``, or an exception in a step): from then on nothing
         #: is acknowledged.
@@ -246,6 +251,10 @@ class Checkpoints:
                 if self.failure is not None:
                     return 0  # nor acknowledged
                 self.store.settled(snapshot)
+                if self.after_write is not None:
+                    await self.after_write(snapshot)
+                    if self.failure is not None:
+                        return 0
                 # 4b: the events, acknowledged in the order sealed, giving the loop back
                 # between two (a batch of thousands held it 18-37 ms; a commit meanwhile
                 # takes what is acknowledged so far, R3, all of it on the changelog now);

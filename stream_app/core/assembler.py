@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from operator import attrgetter
 
+from stream_app.core import finality
 from stream_app.core.collapse import (
     CONFLICT,
     PATHLESS,
@@ -71,7 +72,7 @@ def apply(
     writes = CollapseWrites()
     if state is not None and due(state, policy, now):
         state, expired = expire(state, policy, now)
-        if state is None:
+        if state is None or expired.counts[Count.SESSIONS_EXPIRED]:
             writes.forget = True
             firsts = {}  # forgotten with the session
         if expired.counts:
@@ -124,7 +125,8 @@ def _add_message(
     call_id = item.inference_call_id
     seen = state.seen_messages
     if (item.identity is not None and item.identity in seen) or (
-        call_id is not None and ("call:" + call_id in seen or call_id in state.turns)
+        call_id is not None
+        and ("call:" + call_id in seen or call_id in state.turns or call_id in state.closed)
     ):
         out.outcome = "duplicate"
         out.counts[Count.DUPLICATE_MESSAGE] += 1
@@ -251,7 +253,7 @@ def _close_oldest_for(state: SessionState, turn: EmittedTurn, policy: Policy, ou
         len(state.turns) >= policy.max_open_turns
         or state.open_turn_bytes + turn.size > policy.max_open_turn_bytes
     ):
-        state.drop_turn(next(iter(state.turns)))
+        finality.close(state, next(iter(state.turns)), finality.EVICTED, policy)
         closed += 1
     if closed:
         out.counts[Count.TURNS_CLOSED_EARLY] += closed
@@ -422,11 +424,26 @@ def _revise(
     now: float,
     out: Outputs,
 ) -> None:
+    sent = turn.entry  # its entry as last emitted: a decision joined since has a later one
     state.changed_turn(turn)
     revision = _revision(state, turn, False, policy, cause, now, out)
-    if revision is None:  # its number stays unused (``TurnRevision.revision``)
-        turn.revision += 1
-        return
+    if revision is None:
+        # Dead-lettered with the revision they would have made: the decisions joined since
+        # leave the turn, so it stays what its revisions say (its final record is its latest
+        # revision, ``core/finality.py``); what is left, less any decision taken out, is
+        # emitted under the number.
+        added = [d for d in turn.decisions if d.entry > sent]
+        if not added:
+            turn.revision += 1  # its number stays unused (``TurnRevision.revision``)
+            return
+        out.outcome = "dead_lettered"
+        turn.decisions = [d for d in turn.decisions if d.entry < sent]
+        for d in added:
+            state.drop_decision(d)
+        revision = _revision(state, turn, False, policy, cause, now, out)
+        if revision is None:
+            turn.revision += 1
+            return
     turn.revision = revision.revision
     out.turns.append(revision)
     out.counts[Count.TURN_REVISIONS] += 1

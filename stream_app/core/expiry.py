@@ -1,10 +1,13 @@
 """Bounded state (SPEC §4): idle sessions and turns past the late-decision window go.
 
-A decision still waiting when its session goes is dead-lettered, so nothing vanishes.
+A decision still waiting when its session goes is dead-lettered, so nothing vanishes. A turn
+past its window, or of a session that expires, is closed (``core/finality.py``): it leaves
+the open turns at once and the state once its final record is written.
 """
 
 from __future__ import annotations
 
+from stream_app.core import finality
 from stream_app.core.counts import Count
 from stream_app.core.dead_letter import dead_letter
 from stream_app.core.policy import Policy
@@ -40,7 +43,20 @@ def due_at(last_seen: float, oldest_emitted: float | None, policy: Policy) -> fl
 
 
 def expire(state: SessionState, policy: Policy, now: float) -> tuple[SessionState | None, Outputs]:
+    """Closes the turns past their window; expires the session if it is idle past its time
+    (None: the session is gone; an expired session that still holds turns to be written is
+    emptied but for them, counted ``sessions_expired``, and returned)."""
     out = Outputs()
+    horizon = now - policy.late_decision_window_seconds
+    stale = []
+    for key, turn in state.turns.items():  # in emission order: the oldest come first
+        if turn.emitted_at >= horizon:
+            break
+        stale.append(key)
+    for key in stale:
+        finality.close(state, key, finality.WINDOW, policy)
+    if stale:
+        out.counts[Count.TURNS_CLOSED] += len(stale)
     idle = now - state.last_seen
     if idle > policy.session_ttl_seconds:
         for waiting in state.waiting_decisions.values():
@@ -55,15 +71,8 @@ def expire(state: SessionState, policy: Policy, now: float) -> tuple[SessionStat
             out.counts[Count.dead_letter(Reason.ORPHANED_DECISION)] += 1
         out.counts[Count.PENDING_MESSAGES_EXPIRED] += len(state.pending_messages)
         out.counts[Count.SESSIONS_EXPIRED] += 1
-        return None, out
-    horizon = now - policy.late_decision_window_seconds
-    stale = []
-    for key, turn in state.turns.items():  # in emission order: the oldest come first
-        if turn.emitted_at >= horizon:
-            break
-        stale.append(key)
-    for key in stale:
-        state.drop_turn(key)
-    if stale:
-        out.counts[Count.TURNS_CLOSED] += len(stale)
+        finality.close_all(state, finality.EXPIRED, policy)
+        if not state.closed:
+            return None, out
+        state.empty_but_closed(now)
     return state, out

@@ -193,12 +193,47 @@ class TurnRevision:
         ]
 
 
+FinalReason = Literal["window", "expired", "evicted"]
+
+
+@dataclass(slots=True)
+class FinalTurn:
+    """A turn that nothing can revise any more, as the final topic carries it (SPEC §8):
+    its latest revision's value byte for byte (``EmittedTurn.rendered`` makes both) and
+    why it is final (``core/finality.py``)."""
+
+    session_id: str
+    inference_call_id: str
+    revision: int  # the number of its latest revision
+    final_after: float  # as the turn topic's ``final_after`` header said it
+    reason: FinalReason
+    value: bytes = field(repr=False)
+
+    @property
+    def key_bytes(self) -> bytes:
+        """The same key as on the turn topic."""
+        return turn_key(self.session_id, self.inference_call_id)
+
+    @property
+    def headers(self) -> list[tuple[str, bytes]]:
+        """The turn topic's revision headers, and ``final_reason``."""
+        return [
+            ("session_id", self.session_id.encode()),
+            ("revision", str(self.revision).encode()),
+            ("final_after", format_utc(self.final_after).encode()),
+            ("final_reason", self.reason.encode()),
+        ]
+
+
 @dataclass(slots=True)
 class Outputs:
     """What one step asks the shell to do, and what it counted on the way."""
 
     turns: list[TurnRevision] = field(default_factory=list)
     dead_letters: list[DeadLetterDict] = field(default_factory=list)
+    # Turns gone final, where the caller writes them as they come (replay); the worker
+    # writes them after the checkpoint that holds their closing (``stream_app/finals.py``).
+    finals: list[FinalTurn] = field(default_factory=list)
     counts: Counter[Count] = field(default_factory=Counts)
     outcome: Outcome | None = None  # of the record this step consumed, if it consumed one
     # Records applied before that this step found to be copies (a Codex resend met by the
@@ -208,6 +243,7 @@ class Outputs:
     def extend(self, other: Outputs) -> None:
         self.turns.extend(other.turns)
         self.dead_letters.extend(other.dead_letters)
+        self.finals.extend(other.finals)
         self.counts.update(other.counts)
         self.replaced.extend(other.replaced)
 

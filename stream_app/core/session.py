@@ -39,9 +39,11 @@ IDENTITY: EntryKind = "i"  # the message identities a turn made remembered
 # The JSON arrays a state is written as (read back as lists: they are unpacked, never
 # compared). A stored decision: the decision, its ``occurred_at`` instant, its origin.
 StoredDecisionFields = tuple[DecisionDict, int, OriginFields]
-# An open turn's entry (``EmittedTurn.meta``): inference_call_id, reach, emitted_at,
-# revision, born, size, and the entries of its decisions.
-TurnMeta = tuple[str, list[str], float, int, int, int, list[int]]
+# A closed turn's reason and ``final_after`` (``core/finality.py``).
+Closed = tuple[str, float]
+# A turn's entry (``EmittedTurn.meta``): inference_call_id, reach, emitted_at, revision,
+# born, size, the entries of its decisions, and ``closed`` (null while it is open).
+TurnMeta = tuple[str, list[str], float, int, int, int, list[int], Closed | None]
 
 
 @dataclass(slots=True)
@@ -111,6 +113,9 @@ class EmittedTurn:
     entry: int = 0
     born: int = 0  # its first entry: the turns' order, which ``expire`` walks
     size: int = 0  # bytes of its first revision's Turn JSON: what ``max_open_turn_bytes`` counts
+    # Set when the turn closes (``SessionState.close_turn``): why it is final and the
+    # ``final_after`` its revisions carried. A closed turn never changes again.
+    closed: Closed | None = None
     # Derived, never stored: ``new_messages`` as JSON, joined from its messages' own when
     # the turn is made (each was serialized once, at intake), kept until its body is made
     # (``body_json``); a later revision serializes the messages again.
@@ -167,6 +172,7 @@ class EmittedTurn:
             self.born,
             self.size,
             [d.entry for d in self.decisions],
+            self.closed,
         )
 
 
@@ -210,6 +216,9 @@ class SessionState:
     # Pending messages by position (the entry of a message's first copy), in arrival order.
     pending_messages: dict[int, PendingMessage] = field(default_factory=dict)
     turns: dict[str, EmittedTurn] = field(default_factory=dict)  # by inference_call_id
+    # Turns closed to revisions, by inference_call_id, in the order they closed: each is
+    # kept, as it was, until its final record is written (``core/finality.py``).
+    closed: dict[str, EmittedTurn] = field(default_factory=dict)
     waiting_decisions: dict[int, StoredDecision] = field(default_factory=dict)  # by entry
     # Identities of messages emitted in a turn (and "call:<id>" of each turn), a group per
     # turn by position, oldest first; past ``max_remembered_identities`` the oldest are
@@ -226,6 +235,8 @@ class SessionState:
     # ``next_entry`` as it was then (the entries from there on are not written yet).
     generation: int = 0
     written_next: int = field(default=0, compare=False, repr=False)
+    # The store's: the instant of the due-index entry it last wrote (``state/due.py``).
+    written_due: float | None = field(default=None, compare=False, repr=False)
     # Entries made, and entries dropped that were made before, since the store last took
     # them (``take_changes``): an entry made and dropped in between is in neither. Keyed by
     # entry number alone (numbers are unique across kinds; ``kind_of`` tells the kind).
@@ -460,6 +471,57 @@ class SessionState:
         self._dropped(turn.entry, turn)
         turn.entry = self._made(turn)
 
+    def close_turn(self, key: str, closed: Closed) -> EmittedTurn:
+        """Closes an open turn (``core/finality.py``): no decision reaches it and it never
+        changes again; it is a new entry (E4 of ``state/entries.py``), kept with its
+        decisions until its final record is written (``drop_closed``)."""
+        turn = self.turns.pop(key)
+        self.open_turn_bytes -= turn.size
+        for rid in turn.reach:
+            keys = self._reach[rid]
+            keys.remove(key)
+            if not keys:
+                del self._reach[rid]
+        for d in turn.decisions:  # held no more: nothing can take one out of the turn now
+            decision_id = d.decision["decision_id"]
+            if self._held.get(decision_id) is d:
+                del self._held[decision_id]
+            if d.resend_of is not None and (resends := self._resends.get(d.resend_of)):
+                resends.pop(d.entry, None)
+                if not resends:
+                    del self._resends[d.resend_of]
+        turn.closed = closed
+        self.changed_turn(turn)
+        self.closed[key] = turn
+        return turn
+
+    def empty_but_closed(self, now: float) -> None:
+        """The session's expiry, when it holds closed turns still to be written
+        (``core/expiry.py``): everything else goes, an entry at a time, and the session goes
+        on as a new one would (no offsets applied, nothing remembered, idle from ``now``);
+        its store deletes it once its closed turns are written (``core/finality.spent``)."""
+        assert not self.turns, "close the open turns first"
+        self.take_pending()
+        for d in self.waiting_decisions.values():
+            self.drop_decision(d)
+        self.waiting_decisions = {}
+        self._waiting_by_call = {}
+        for group in self.remembered.values():
+            self._dropped(group.entry, group)
+        self.remembered = {}
+        self.seen_messages = {}
+        self.applied = {}
+        self.applied_at = {}
+        self.last_seen = now
+
+    def drop_closed(self, key: str) -> EmittedTurn:
+        """Drops a closed turn and its decisions: its final record is written."""
+        turn = self.closed.pop(key)
+        self._dropped(turn.entry, turn)
+        for d in turn.decisions:
+            self._dropped(d.entry, d)
+        return turn
+
     def drop_turn(self, key: str) -> EmittedTurn:
         turn = self.turns.pop(key)
         self._dropped(turn.entry, turn)
@@ -490,6 +552,10 @@ class SessionState:
                     [t.body, t.meta(), [[d.entry, d.json()] for d in t.decisions], t.entry]
                     for t in self.turns.values()
                 ],
+                "closed": [
+                    [t.body, t.meta(), [[d.entry, d.json()] for d in t.decisions], t.entry]
+                    for t in self.closed.values()
+                ],
                 "waiting": [[d.entry, d.json()] for d in self.waiting_decisions.values()],
                 "remembered": [
                     [g.entry, g.position, g.identities] for g in self.remembered.values()
@@ -504,10 +570,11 @@ class SessionState:
     @classmethod
     def from_json(cls, data: bytes) -> SessionState:
         doc = orjson.loads(data)
-        turns = {}
-        for body, meta, decisions, entry in doc["turns"]:
+        turns: dict[str, EmittedTurn] = {}
+        closed: dict[str, EmittedTurn] = {}
+        for body, meta, decisions, entry in [*doc["turns"], *doc.get("closed", ())]:
             turn = load_turn(body, meta, entry, [StoredDecision.load(d, n) for n, d in decisions])
-            turns[turn.call_id] = turn
+            (turns if turn.closed is None else closed)[turn.call_id] = turn
         return cls(
             session_id=doc["session_id"],
             last_seen=doc["last_seen"],
@@ -516,6 +583,7 @@ class SessionState:
                 for entry, position, identity, sequence, size, message in doc["pending"]
             },
             turns=turns,
+            closed=closed,
             waiting_decisions={n: StoredDecision.load(d, n) for n, d in doc["waiting"]},
             remembered={
                 position: RememberedIdentities(identities, entry, position)
@@ -531,6 +599,18 @@ class SessionState:
 def load_turn(
     body: TurnBodyDict, meta: TurnMeta, entry: int, decisions: list[StoredDecision]
 ) -> EmittedTurn:
-    """A turn from its body and ``EmittedTurn.meta``, given its decisions in meta's order."""
-    _, reach, emitted_at, revision, born, size, _ = meta
-    return EmittedTurn(body, reach, emitted_at, decisions, revision, entry, born, size)
+    """A turn from its body and ``EmittedTurn.meta``, given its decisions in meta's order
+    (a meta of seven fields is an open turn's, written before turns could close)."""
+    reach, emitted_at, revision, born, size = meta[1:6]
+    closed = meta[7] if len(meta) > 7 else None
+    return EmittedTurn(
+        body,
+        reach,
+        emitted_at,
+        decisions,
+        revision,
+        entry,
+        born,
+        size,
+        None if closed is None else (str(closed[0]), float(closed[1])),
+    )

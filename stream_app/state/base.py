@@ -5,6 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 
+from stream_app.core import finality
 from stream_app.core.collapse import Collapse
 from stream_app.core.expiry import state_due_at
 from stream_app.core.policy import Policy
@@ -29,6 +30,22 @@ class SessionStore(ABC):
 
     @abstractmethod
     def __len__(self) -> int: ...
+
+    def due(self, partition: int | None, now: float, policy: Policy) -> list[tuple[str, bytes]]:
+        """The sessions a tick has work for by ``now`` (``core/finality.due``), each with its
+        entry in the store's due index (``due_read`` is given it back). This one reads every
+        session: a store that keeps an index (``state/due.py``) reads only those due."""
+        due = []
+        for session_id in self.session_ids():
+            state = self.get(session_id)
+            if state is not None and (at := finality.due(state, policy)) is not None and at < now:
+                due.append((session_id, b""))
+        return due
+
+    def due_read(self, key: bytes, state: SessionState | None) -> None:
+        """A tick has read the session of the due entry ``key``, and left it as ``state``
+        (a store without an index has nothing to do)."""
+        return None
 
     def due_at(self, session_id: str, policy: Policy) -> float | None:
         """When the session next needs expiring (``core/expiry.due_at``); None: not held.

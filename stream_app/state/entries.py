@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from functools import partial
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import orjson
 
@@ -70,6 +70,9 @@ class Head(TypedDict):
     next_entry: int
     oldest: float | None  # the oldest open turn's emission instant: what a sweep needs
     dropped: list[tuple[str, int]]  # the entries dropped at this generation (E1)
+    # The instant of the session's entry in the due index (``state/due.py``); absent in
+    # heads written before there was one.
+    due: NotRequired[float | None]
 
 
 def session_prefix(session_id: str) -> bytes:
@@ -98,6 +101,7 @@ def head(state: SessionState, epoch: int, dropped: Iterable[tuple[str, int]] = (
         "next_entry": state.next_entry,
         "oldest": None if oldest is None else oldest.emitted_at,
         "dropped": list(dropped),
+        "due": state.written_due,
     }
     return jsonbytes.dumps(value)
 
@@ -130,11 +134,16 @@ def records(
         *((MESSAGE, p.entry, p) for p in state.pending_messages.values()),
         *((DECISION, d.entry, d) for d in state.waiting_decisions.values()),
         *((DECISION, d.entry, d) for t in state.turns.values() for d in t.decisions),
+        *((DECISION, d.entry, d) for t in state.closed.values() for d in t.decisions),
         *((TURN, t.entry, t) for t in state.turns.values()),
+        *((TURN, t.entry, t) for t in state.closed.values()),
         *((IDENTITY, g.entry, g) for g in state.remembered.values()),
     ]
     written = [(entry_key(sid, epoch, k, n), encode(k, e, g)) for k, n, e in made]
-    bodies = [(turn_key(sid, t.call_id), t.body_json()) for t in state.turns.values()]
+    bodies = [
+        (turn_key(sid, t.call_id), t.body_json())
+        for t in (*state.turns.values(), *state.closed.values())
+    ]
     return head(state, epoch), written, bodies
 
 
@@ -184,8 +193,10 @@ def changes(
         kind = kind_of(entry)
         out["dropped"].append((kind, n))
         out["after"].append(entry_key(sid, epoch, kind, n))
-        if not isinstance(entry, EmittedTurn) or state.turns.get(entry.call_id) is entry:
-            continue  # not a turn, or a turn revised: its body stays
+        if not isinstance(entry, EmittedTurn) or entry is (
+            state.turns.get(entry.call_id) or state.closed.get(entry.call_id)
+        ):
+            continue  # not a turn, or a turn revised or closed: its body stays
         if (key := body_key(entry.call_id)) not in bodies:  # not a new turn's, same id
             out["dropped_bodies"].append(key)
     return out
@@ -222,7 +233,8 @@ def decode(
         return sorted((n, v) for (k, n), (_, v) in found.items() if k == kind)
 
     decisions = {n: StoredDecision.load(v[0], n) for n, v in of(DECISION)}
-    turns = {}
+    turns: dict[str, EmittedTurn] = {}
+    closed: dict[str, EmittedTurn] = {}
     for n, (meta,) in sorted(of(TURN), key=lambda item: item[1][0][4]):  # by ``born``
         turn_body = body(meta[0])
         joined = [decisions.pop(d) for d in meta[6] if d in decisions]
@@ -230,7 +242,7 @@ def decode(
             garbage += [found[(TURN, n)][0], *(found[(DECISION, d.entry)][0] for d in joined)]
             continue
         turn = load_turn(turn_body, meta, n, joined)
-        turns[turn.call_id] = turn
+        (turns if turn.closed is None else closed)[turn.call_id] = turn
     pending = {}
     for n, (position, identity, sequence, size, message) in sorted(
         of(MESSAGE), key=lambda item: item[1][0]
@@ -241,6 +253,7 @@ def decode(
         last_seen=doc["last_seen"],
         pending_messages=pending,
         turns=turns,
+        closed=closed,
         waiting_decisions=decisions,
         remembered=remembered(of(IDENTITY)),
         applied=doc["applied"],
@@ -249,6 +262,7 @@ def decode(
         generation=generation,
     )
     state.written_next = doc["next_entry"]
+    state.written_due = doc.get("due")
     return state, epoch, garbage
 
 

@@ -102,6 +102,18 @@ class RocksDBStore(_KeyPartitioned, rocksdb.Store):
         """The keys of a partition that start with ``prefix``, in key order."""
         return [key for key, _ in self.items_from(partition, prefix)]
 
+    def keys_between(self, partition: int, low: bytes, high: bytes) -> list[bytes]:
+        """The keys of a partition from ``low`` up to ``high`` (not included), in key
+        order: one seek, then one step a key (the due index, ``state/due.py``)."""
+        it = self._db_for_partition(partition).iter()
+        it.seek(low)
+        keys = []
+        while it.valid() and (key := it.key()) < high:
+            if key != self.offset_key:
+                keys.append(key)
+            it.next()
+        return keys
+
     def items_from(self, partition: int, prefix: bytes) -> list[tuple[bytes, bytes]]:
         """The keys and values of a partition whose keys start with ``prefix``, in one
         pass over its database."""
@@ -148,9 +160,16 @@ class KeyPartitionedTable(Table[bytes, bytes]):
     """``app.Table`` of this app (the ``Table`` setting): bytes keyed, filed by key."""
 
     def __init__(
-        self, *args: Any, session_of: Callable[[bytes], bytes] = bytes, **kwargs: Any
+        self,
+        *args: Any,
+        session_of: Callable[[bytes], bytes] = bytes,
+        memory_store: type[MemoryStore] | None = None,
+        **kwargs: Any,
     ) -> None:
         self.session_of = session_of
+        # ``memory://``'s store: one that keeps its keys in order for ``keys_between``
+        # (``state/due.py``), or the plain one.
+        self.memory_store = memory_store or MemoryStore
         kwargs.setdefault("use_partitioner", True)
         kwargs.setdefault("key_type", bytes)
         kwargs.setdefault("value_type", bytes)
@@ -220,9 +239,17 @@ class KeyPartitionedTable(Table[bytes, bytes]):
     def items_from(self, partition: int, prefix: bytes) -> list[tuple[bytes, bytes]]:
         return cast(RocksDBStore | MemoryStore, self.data).items_from(partition, prefix)
 
+    def keys_between(self, partition: int, low: bytes, high: bytes) -> list[bytes]:
+        """Only for a table whose stores keep their keys in order (``memory_store``)."""
+        return cast(RocksDBStore, self.data).keys_between(partition, low, high)
+
     def _new_store_by_url(self, url: str | URL) -> StoreT[bytes, bytes]:
         scheme = URL(str(url)).scheme
-        store = {"rocksdb": RocksDBStore, "memory": MemoryStore}.get(scheme)
+        stores: dict[str, type[RocksDBStore] | type[MemoryStore]] = {
+            "rocksdb": RocksDBStore,
+            "memory": self.memory_store,
+        }
+        store = stores.get(scheme)
         if store is None:
             raise ValueError(f"store {url!r}: only rocksdb:// and memory:// are supported")
         return store(

@@ -1,0 +1,134 @@
+"""When a turn can no longer change (SPEC §8): closing it, and its final record.
+
+A turn leaves the open turns of its session in three ways, each a ``final_reason``:
+
+- ``window``: its late-decision window has passed (``final_after`` is before ``now``);
+- ``evicted``: a session limit closed it early to make room for a new turn;
+- ``expired``: its session was idle past ``session_ttl_seconds``.
+
+Closing a turn (``close``) takes it out of the open turns: no decision reaches it any more
+(a late decision waits, and is dead-lettered as ``orphaned_decision`` when its session
+expires, as for any turn no longer in state) and it never changes again. The closed turn
+stays in the state, as it was, until its final record is written; then it is dropped
+(``drain``, or ``SessionState.drop_closed``). Its final record is its latest revision
+rendered again (``final_of``): the same bytes, since a turn's revision is rendered from
+its state alone.
+
+Why the turn waits in the state: the worker writes a final record only once the
+checkpoint holding the closing is on the changelog (``stream_app/finals.py``). A crash
+before then leaves no final record, and the records read again decide the closing afresh,
+in whatever order they come; a crash after it finds the closed turn in the state and
+writes the same record again. So a turn's final record is written once, and the only
+repeat is the identical record. Replay, with nothing to crash, writes finals at once.
+
+The due index (``due``): a session's next instant at which a tick has work to do for it.
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+from stream_app.core.policy import Policy
+from stream_app.core.records import FinalReason, FinalTurn
+from stream_app.core.session import EmittedTurn, SessionState
+
+WINDOW: FinalReason = "window"
+EXPIRED: FinalReason = "expired"
+EVICTED: FinalReason = "evicted"
+
+
+def close(state: SessionState, key: str, reason: FinalReason, policy: Policy) -> EmittedTurn:
+    """Closes the open turn ``key``, keeping the ``final_after`` its revisions carried."""
+    turn = state.turns[key]
+    return state.close_turn(key, (reason, turn.final_after(policy)))
+
+
+def close_all(state: SessionState, reason: FinalReason, policy: Policy) -> int:
+    """Closes every open turn, oldest first; how many."""
+    keys = list(state.turns)
+    for key in keys:
+        close(state, key, reason, policy)
+    return len(keys)
+
+
+def final_of(state: SessionState, turn: EmittedTurn) -> FinalTurn:
+    """The final record of a closed turn: its latest revision's value, rendered again."""
+    assert turn.closed is not None, "only a closed turn is final"
+    reason, final_after = turn.closed
+    _, value = turn.rendered()
+    return FinalTurn(
+        state.session_id,
+        turn.call_id,
+        turn.revision,
+        final_after,
+        cast(FinalReason, reason),  # written from a FinalReason, read back as a str
+        value,
+    )
+
+
+def drain(state: SessionState) -> list[FinalTurn]:
+    """The final records of every closed turn, in the order they closed, which are dropped:
+    for a caller that writes them at once (replay)."""
+    finals = [final_of(state, turn) for turn in state.closed.values()]
+    for final in finals:
+        state.drop_closed(final.inference_call_id)
+    return finals
+
+
+def spent(state: SessionState) -> bool:
+    """Whether the state is an expired session with nothing left to write: to delete. An
+    expired session is emptied but for its closed turns (``core/expiry.py``), and its
+    ``applied`` offsets with it; any record applied since has set one again."""
+    return not state.applied and not state.closed and not state.turns
+
+
+def due(state: SessionState, policy: Policy) -> float | None:
+    """The instant from which a tick has work for the session (None: none): at once for a
+    turn closed early and not yet written, else when the oldest of its turns closed by
+    their window or still open passes ``final_after``.
+
+    A turn closed by its window keeps its own instant (already past), so closing it moves
+    nothing in the index: only the next turn, once it is written, does.
+    """
+    at: float | None = None
+    for turn in state.closed.values():
+        assert turn.closed is not None
+        reason, final_after = turn.closed
+        instant = final_after if reason == WINDOW else 0.0
+        at = instant if at is None else min(at, instant)
+        if at == 0.0:
+            return at
+    oldest = next(iter(state.turns.values()), None)
+    if oldest is not None:
+        instant = oldest.final_after(policy)
+        at = instant if at is None else min(at, instant)
+    return at
+
+
+def view(state: SessionState, policy: Policy) -> list[dict[str, object]]:
+    """Which of the session's turns are final, for ``/sessions/{id}``: each open turn (not
+    final; ``final_after`` says when it will be), then each closed one (final, its record
+    being written). A turn no longer in the state had its final record written."""
+    rows: list[dict[str, object]] = [
+        {
+            "inference_call_id": turn.call_id,
+            "revision": turn.revision,
+            "final": False,
+            "final_after": turn.final_after(policy),
+        }
+        for turn in state.turns.values()
+    ]
+    for turn in state.closed.values():
+        assert turn.closed is not None
+        reason, final_after = turn.closed
+        rows.append(
+            {
+                "inference_call_id": turn.call_id,
+                "revision": turn.revision,
+                "final": True,
+                "final_after": final_after,
+                "final_reason": reason,
+                "written": False,
+            }
+        )
+    return rows

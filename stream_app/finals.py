@@ -1,0 +1,79 @@
+"""The worker's final records (SPEC §8): written once the closing they follow is durable.
+
+A turn closes in the core (``core/finality.py``) when a tick, a record of its session or a
+sweep finds its window passed, when a session limit closes it early, or when its session
+expires; it stays in its session's state, closed. At a checkpoint, once the sessions are
+written (``checkpointing/batches.py``), ``Finalizer.after_write`` renders the final record
+of every closed turn the snapshot holds, hands them to the producer, waits until the broker
+has them all, and only then drops those turns from their sessions (a change the next
+checkpoint writes). So:
+
+- a worker that stops before a checkpoint holds a closing has written no final record of
+  it, and the records it reads again decide the closing afresh;
+- a worker that stops after finds the closed turn in its state (the due index names its
+  session, ``state/due.py``: the next tick brings it into a checkpoint) and writes the same
+  record again: the only repeat there is, and an identical one.
+
+The final topic's record: the turn topic's key, the latest revision's value byte for byte,
+to the partition of its session, with the headers ``session_id``, ``revision``,
+``final_after`` and ``final_reason``. A session's turns close oldest first, so they reach
+the topic in the order they were first emitted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+
+from stream_app import metrics
+from stream_app.core import finality
+from stream_app.core.finality import WINDOW
+from stream_app.core.records import FinalTurn
+from stream_app.state.due import IndexedSessions
+from stream_app.state.sessions import Snapshot
+
+Send = Callable[[list[FinalTurn]], Awaitable[None]]  # returns once the broker has them all
+
+
+class Finalizer:
+    def __init__(
+        self, store: IndexedSessions, send: Send, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.store = store
+        self.send = send
+        self.clock = clock
+        self.written = 0  # final records acknowledged since the start
+
+    async def after_write(self, snapshot: Snapshot) -> None:
+        """Writes the final records of the closed turns ``snapshot`` holds, now that it is
+        on the changelogs, then drops those turns from their sessions."""
+        closed = self.store.closed_in(snapshot)
+        if not closed:
+            return
+        finals: list[FinalTurn] = []
+        for session_id, keys in closed.items():
+            state = self.store.get(session_id)
+            assert state is not None, "a session with closed turns is never deleted"
+            finals += [finality.final_of(state, state.closed[key]) for key in keys]
+        await self.send(finals)
+        self._observe(finals)
+        for session_id, keys in closed.items():
+            state = self.store.get(session_id)  # read again: the send gave the loop back
+            assert state is not None
+            for key in keys:
+                state.drop_closed(key)
+            if finality.spent(state):
+                self.store.delete(session_id)
+            else:
+                self.store.put(state)
+
+    def _observe(self, finals: list[FinalTurn]) -> None:
+        now = self.clock()
+        reasons = Counter(final.reason for final in finals)
+        for reason, n in reasons.items():
+            metrics.FINALS.labels(reason=reason).inc(n)
+        for final in finals:
+            if final.reason == WINDOW:  # the others go final before their final_after
+                metrics.FINAL_DELAY.observe(max(0.0, now - final.final_after))
+        self.written += len(finals)

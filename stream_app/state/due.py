@@ -1,0 +1,252 @@
+"""The due index: which sessions a tick has work for, and from when (``core/finality.due``).
+
+A table beside the session tables, ``due``: one key per session that holds a turn not yet
+final, ``<instant><session id>`` where the instant is 8 bytes, big-endian milliseconds since
+the epoch, and the value is empty. A key is filed in its session's partition, so a partition's
+keys sort by instant and a tick reads them up to now in one range read
+(``keys_between``): what it costs follows the sessions due, never the sessions held.
+
+The index is written with the sessions, at a checkpoint (``IndexedSessions``): a session
+whose instant changed since it was last written puts its new key before its head is
+written, and deletes the one before after it; the head names the instant it put
+(``written_due``). A worker stopped anywhere in between leaves at worst a key too many,
+never one missing: a tick that reads a key its session no longer names, or whose session
+is gone, deletes it (``due_read``). A session's instant changes when its oldest turn not yet
+final does (its first turn, a turn closing early, a closed turn written), not with every
+record: a record adds no write to the index.
+
+With ``memory://`` a table is Faust's dict, which has no order: ``OrderedMemoryStore`` also
+keeps each partition's keys in a heap, rebuilt from the dict after a recovery and kept up by
+every write. A read walks only the heap's entries below its bound (a key deleted is left
+in the heap until it is the smallest, then dropped).
+"""
+
+from __future__ import annotations
+
+import heapq
+import struct
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from faust.types import TP, EventT
+
+from stream_app.core import finality
+from stream_app.core.policy import Policy
+from stream_app.core.session import SessionState
+from stream_app.slices import Slices
+from stream_app.state.sessions import Snapshot, StateTable, TableSessions
+from stream_app.state.tables import MemoryStore
+
+_INSTANT = struct.Struct(">Q")
+INSTANT_BYTES = _INSTANT.size
+
+
+def due_key(instant: float, session_id: str) -> bytes:
+    """The index key of a session due at ``instant`` (epoch seconds; before 1970: 0)."""
+    return _INSTANT.pack(_millis(instant)) + session_id.encode()
+
+
+def _millis(instant: float) -> int:
+    return min(max(0, int(instant * 1000)), 2**64 - 1)
+
+
+def session_of_due(key: bytes) -> bytes:
+    """The session id of an index key, which decides its partition."""
+    return key[INSTANT_BYTES:]
+
+
+def bound(now: float) -> bytes:
+    """Every key below it is due at ``now`` or before (to the millisecond)."""
+    return _INSTANT.pack(_millis(now) + 1)
+
+
+class DueTable(StateTable, Protocol):
+    """What the index asks of its table: ``state/tables.KeyPartitionedTable`` with
+    ``OrderedMemoryStore`` for ``memory://``; a sorted stand-in in the tests."""
+
+    def keys_between(self, partition: int, low: bytes, high: bytes) -> list[bytes]: ...
+
+
+@dataclass
+class IndexWrites:
+    """What one checkpoint writes to the index, and the closed turns its sessions hold."""
+
+    put: list[bytes] = field(default_factory=list)  # before the heads
+    delete: list[bytes] = field(default_factory=list)  # after them
+    closed: dict[str, list[str]] = field(default_factory=dict)  # session -> closed turns
+
+
+class IndexedSessions(TableSessions):
+    """``TableSessions`` with the due index written beside the sessions (module docstring),
+    and the closed turns of each snapshot noted for ``stream_app/finals.py``, which writes
+    their final records once the snapshot is written."""
+
+    def __init__(
+        self,
+        table: StateTable,
+        decisions: StateTable,
+        bodies: StateTable,
+        entries: StateTable,
+        max_record_bytes: int,
+        due: DueTable,
+        policy: Policy,
+        partitions: int = 1,
+    ) -> None:
+        super().__init__(table, decisions, bodies, entries, max_record_bytes)
+        self.due_table = due
+        self.policy = policy
+        self.partitions = partitions
+        self._writes: dict[int, IndexWrites] = {}  # by snapshot number
+        self._stale: set[bytes] = set()  # keys a tick found stale: deleted at the next seal
+
+    # -- reading ---------------------------------------------------------------------
+
+    def due(self, partition: int | None, now: float, policy: Policy) -> list[tuple[str, bytes]]:
+        """The sessions whose index key is due by ``now`` in ``partition`` (None: every
+        partition), with their keys: one range read of the index."""
+        partitions: Iterable[int] = range(self.partitions) if partition is None else (partition,)
+        high = bound(now)
+        return [
+            (session_of_due(key).decode(), key)
+            for p in partitions
+            for key in self.due_table.keys_between(p, b"", high)
+        ]
+
+    def due_read(self, key: bytes, state: SessionState | None) -> None:
+        """A key whose session is gone, or names another instant, is deleted."""
+        if not key:
+            return
+        written = None if state is None else state.written_due
+        if written is None or state is None or due_key(written, state.session_id) != key:
+            self._stale.add(key)
+
+    def closed_in(self, snapshot: Snapshot) -> dict[str, list[str]]:
+        """The closed turns of the snapshot's sessions, by session, in the order they closed."""
+        writes = self._writes.get(snapshot.number)
+        return {} if writes is None else writes.closed
+
+    # -- writing ---------------------------------------------------------------------
+
+    def begin_seal(self) -> Snapshot:
+        snapshot = super().begin_seal()
+        writes = self._writes.setdefault(snapshot.number, IndexWrites())
+        writes.delete.extend(self._stale)
+        self._stale = set()
+        return snapshot
+
+    def _seal_one(self, snapshot: Snapshot, session_id: str) -> None:
+        state = self._live[session_id]
+        if state is not None:
+            writes = self._writes.setdefault(snapshot.number, IndexWrites())
+            at = finality.due(state, self.policy)
+            if at != state.written_due:
+                if at is not None:
+                    writes.put.append(due_key(at, session_id))
+                if state.written_due is not None:
+                    writes.delete.append(due_key(state.written_due, session_id))
+                state.written_due = at  # the head written now names it
+            if state.closed:
+                writes.closed[session_id] = list(state.closed)
+        super()._seal_one(snapshot, session_id)
+
+    async def write(self, snapshot: Snapshot) -> None:
+        """The index keys the snapshot puts, acknowledged; then the sessions
+        (``TableSessions.write``); then the keys it deletes, but any it also puts."""
+        writes = self._writes.get(snapshot.number) or IndexWrites()
+        pause = Slices()
+        for key in writes.put:
+            await self.due_table.put(key, b"")
+            await pause()
+        await self.due_table.written()
+        await super().write(snapshot)
+        put = set(writes.put)
+        for key in writes.delete:
+            if key not in put:
+                await self.due_table.put(key, None)
+                await pause()
+
+    async def release(self, snapshot: Snapshot) -> None:
+        self._writes.pop(snapshot.number, None)
+        await super().release(snapshot)
+
+
+class OrderedKeys:
+    """One partition's keys for reads from the lowest up: a binary heap, with a key deleted
+    left in it until it is the smallest. ``steps`` counts the entries reads look at."""
+
+    def __init__(self, keys: Iterable[bytes] = ()) -> None:
+        self.heap = list(keys)
+        heapq.heapify(self.heap)
+        self.steps = 0
+
+    def add(self, key: bytes) -> None:
+        heapq.heappush(self.heap, key)
+
+    def below(self, high: bytes, live: Callable[[bytes], bool]) -> list[bytes]:
+        """The live keys below ``high``, in order. Looks at the heap's entries below
+        ``high`` and their children only (a parent is never above its children)."""
+        heap = self.heap
+        while heap and not live(heap[0]):
+            heapq.heappop(heap)
+            self.steps += 1
+        found: set[bytes] = set()
+        stack = [0]
+        size = len(heap)
+        while stack:
+            i = stack.pop()
+            if i >= size:
+                continue
+            key = heap[i]
+            self.steps += 1
+            if key >= high:
+                continue
+            if live(key):
+                found.add(key)  # a key deleted and written again is in the heap twice
+            stack += (2 * i + 1, 2 * i + 2)
+        return sorted(found)
+
+
+class OrderedMemoryStore(MemoryStore):
+    """Faust's memory store whose partitions' keys are also kept in order (``OrderedKeys``):
+    the due table's store with ``memory://``."""
+
+    ordered: dict[int, OrderedKeys] | None = None  # None: to rebuild from ``data``
+
+    def keys_between(self, partition: int, low: bytes, high: bytes) -> list[bytes]:
+        live = self.data.__contains__
+        return [key for key in self._ordered(partition).below(high, live) if key >= low]
+
+    def _ordered(self, partition: int) -> OrderedKeys:
+        if self.ordered is None:
+            by_partition: dict[int, list[bytes]] = {}
+            for key in self.data:
+                by_partition.setdefault(self._partition(key), []).append(key)
+            self.ordered = {p: OrderedKeys(keys) for p, keys in by_partition.items()}
+        keys = self.ordered.get(partition)
+        if keys is None:
+            keys = self.ordered[partition] = OrderedKeys()
+        return keys
+
+    def write(self, partition: int, key: bytes, value: bytes | None) -> None:
+        super().write(partition, key, value)
+        if value is not None and self.ordered is not None:
+            self._ordered(partition).add(key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(key, value)
+        if self.ordered is not None:
+            self._ordered(self._partition(key)).add(key)
+
+    def apply_changelog_batch(
+        self,
+        batch: Iterable[EventT[Any]],
+        to_key: Callable[[Any], Any],
+        to_value: Callable[[Any], Any],
+    ) -> None:
+        super().apply_changelog_batch(batch, to_key, to_value)
+        self.ordered = None  # recovery wrote the dict: the order is rebuilt at the next read
+
+    async def on_recovery_completed(self, active_tps: set[TP], standby_tps: set[TP]) -> None:
+        await super().on_recovery_completed(active_tps, standby_tps)
+        self.ordered = None
