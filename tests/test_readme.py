@@ -1,7 +1,7 @@
 """Issue 23 item 1: the README is for users, short, in the order they need it.
 
 It is also the wheel's long description, so it holds no development history (that is in
-docs/internals.md and docs/benchmarks.md) and installs only from what exists: a checkout or
+the commit messages) and installs only from what exists: a checkout or
 a built wheel, not an index the package is not on.
 """
 
@@ -67,8 +67,8 @@ def test_it_installs_from_a_checkout_or_a_wheel_and_keeps_no_history() -> None:
     assert "python -m pip install '.[broker]'" in demo and "pip install dist/*.whl" in demo
     assert "pip install 'stream-app" not in README  # not on an index
     assert not re.search(r"\b20\d\d-\d\d-\d\d\b", README)  # dated figures: docs/benchmarks.md
-    assert not re.search(r"\(\b[0-9a-f]{7}\b\)", README)  # commit hashes: docs/internals.md
-    assert not re.search(r"\brounds?\b", README)  # the rebalance rounds: docs/internals.md
+    assert not re.search(r"\(\b[0-9a-f]{7}\b\)", README)  # commit hashes: the git history
+    assert not re.search(r"\brounds?\b", README)  # the rebalance rounds: the git history
     for history in ("before the memory work", "| hole"):
         assert history not in README
 
