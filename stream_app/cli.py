@@ -62,9 +62,10 @@ def tune_gc() -> None:
     """Collect garbage less often than CPython's default, which suits small scripts.
 
     Session state is many long-lived objects, and Kafka clients allocate many short-lived
-    ones: with the default thresholds the collector walked the state again and again and
-    replay ran at 14k records/s; with these, 19-23k (bench/, same run). A young generation
-    of 10,000 keeps each collection near 5 ms (50,000: 25 ms pauses, no faster).
+    ones: with the default thresholds the collector walks the state again and again. A young
+    generation of 10,000 collects seldom enough for that walk to stop costing throughput,
+    and keeps each collection short; a larger one only lengthens the pauses
+    (``docs/benchmarks.md``).
     """
     gc.collect()
     gc.freeze()  # what start-up loaded is never garbage
@@ -161,9 +162,8 @@ def use_uvloop() -> None:
     """The worker's event loop is uvloop's, chosen as mode (Faust's service layer) chooses
     loops (``mode.loop.use``, what ``faust worker -L uvloop`` does), before the app makes
     one. A task woken by a timer runs in the same turn of the loop, not the next, so a long
-    step delays it once, not twice: against asyncio's loop, one worker's event-loop lag max
-    10 ms against 13 (medians of 14 rounds), 2-8 % less CPU a record (``python -m
-    bench.ab``; ``docs/benchmarks.md``, tenth round)."""
+    step delays it once, not twice: less event-loop lag and less CPU a record than asyncio's
+    loop (``docs/benchmarks.md``)."""
     if sys.platform != "win32":  # uvloop is not built for Windows
         import mode.loop
 

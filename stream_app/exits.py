@@ -12,9 +12,9 @@ thread or ``atexit`` join can hold up.
 The last word is one event, said once by whichever comes first, the main thread when Faust
 returns or the watchdog: ``crash`` naming the error, or ``shutdown`` whose ``mode`` is
 ``graceful`` (the stop finished in time) or ``forced`` (it did not). Faust also records every
-later crash over the first (the agents' ``CancelledError`` as they are torn down), and then
-raised that instead, a ``BaseException`` that went past every handler: 26 of 38 crashes left
-no ``crash`` line. Here the first error is the one named.
+later crash over the first (the agents' ``CancelledError`` as they are torn down), and
+raises that instead, a ``BaseException`` that goes past every handler, so a crash could
+leave no ``crash`` line. Here the first error is the one named.
 """
 
 from __future__ import annotations

@@ -2,16 +2,13 @@
 
 A worker allocates and frees a decoded state, a turn and a record's JSON for every record.
 glibc's allocator keeps what Python frees for reuse and returns it only from the top of its
-heap; ``malloc_trim`` returns it, in milliseconds; asked every ``INTERVAL`` seconds, RSS
-follows what the worker holds instead of its peak. Elsewhere (another libc, macOS) there is
-nothing to do.
+heap; ``malloc_trim`` returns it; asked every ``INTERVAL`` seconds, RSS follows what the
+worker holds instead of its peak. Elsewhere (another libc, macOS) there is nothing to do.
 
-A worker runs on CPython's own allocator. It once restarted itself on glibc's
-(``PYTHONMALLOC=malloc``), whose free pages ``malloc_trim`` returns wherever they are, when
-pymalloc's arenas kept 443 MiB at rest for 100,000 sessions; since a session's state is
-its entries and the decoded states go when the worker is idle, pymalloc holds them in 218
-MiB at rest (282 at the peak), and the restart cost 9-30 % of the sustained rate
-(``docs/benchmarks.md``).
+A worker runs on CPython's own allocator (pymalloc), not glibc's (``PYTHONMALLOC=malloc``,
+whose free pages ``malloc_trim`` returns wherever they are): a session's state is its
+entries and the decoded states go when the worker is idle, so pymalloc's arenas do not
+keep the peak, and glibc's allocator would cost sustained rate (``docs/benchmarks.md``).
 """
 
 from __future__ import annotations
@@ -44,17 +41,14 @@ def freeze_survivors() -> None:
     """Moves every object alive now out of the collector's generations (``gc.freeze``).
 
     A worker's state is hundreds of thousands of long-lived objects, and the collector
-    walks them all again in each older-generation collection: 141 ms for one of the middle
-    generation, 144-203 ms for the oldest, in one worker under load, that long with the
-    event loop stopped. The agent freezes what survives each of its steps (a run of
-    records): a young collection then sees only what was made since, not everything since
-    the last checkpoint (10,000 objects and more, whose references into the old state cost
-    a cache miss each: 3-5 ms a collection, 5-13 % of a loaded worker's main thread), and
-    since freezing restarts the young generation's count, one rarely runs at all.
-    Refcounting still frees a frozen object that is no longer used; only a cycle among
-    frozen objects waits for ``collect_frozen`` (the few a record makes: 776 in 60,000
-    records), which runs when the worker is idle and at least every
-    ``FULL_COLLECTION_SECONDS``."""
+    walks them all again in each older-generation collection, with the event loop stopped
+    for as long. The agent freezes what survives each of its steps (a run of records): a
+    young collection then sees only what was made since, not everything since the last
+    checkpoint (whose references into the old state cost a cache miss each), and since
+    freezing restarts the young generation's count, one rarely runs at all. Refcounting
+    still frees a frozen object that is no longer used; only a cycle among frozen objects
+    (a record makes few) waits for ``collect_frozen``, which runs when the worker is idle
+    and at least every ``FULL_COLLECTION_SECONDS``."""
     if time.monotonic() - _full["at"] > FULL_COLLECTION_SECONDS:
         collect_frozen()
     else:

@@ -55,8 +55,8 @@ def event(name: str, level: int = logging.INFO, **fields: object) -> None:
 
 def quiet_root_logger() -> None:
     """Faust's terminal spinner handler listens at DEBUG, which keeps the root logger at
-    DEBUG: every library debug call then builds a record (~8 % of a busy worker's CPU,
-    measured with py-spy). A service has no spinner to turn."""
+    DEBUG: every library debug call then builds a record, a share of a busy worker's CPU
+    for nothing. A service has no spinner to turn."""
     root = logging.getLogger()
     root.handlers[:] = [h for h in root.handlers if type(h).__name__ != "SpinnerHandler"]
     levels = [h.level for h in root.handlers if h.level]

@@ -1,23 +1,23 @@
 """Records handed to the producer a record batch at a time, one acknowledgement a batch.
 
 ``producer.send`` costs, for every record, a partitioner call, a metadata wait, an
-accumulator lookup and a future resolved by a callback; a checkpoint sends tens of
-thousands (issue 21 measured 442 µs a changelog record through Faust's ``Topic.send``).
-Here records are appended to an aiokafka ``BatchBuilder`` of their topic partition, in C,
-and a batch is handed over (``send_batch``) when full or when the owner asks for them all.
+accumulator lookup and a future resolved by a callback, and Faust's ``Topic.send`` adds
+its own on top; a checkpoint sends tens of thousands. Here records are appended to an
+aiokafka ``BatchBuilder`` of their topic partition, in C, and a batch is handed over
+(``send_batch``) when full or when the owner asks for them all.
 A partition's records reach the broker in the order they were appended: its batches are
 handed over in order, and the producer sends one batch of a partition at a time.
 
 A batch is compressed as it is handed over (``BatchBuilder._build``, which the producer's
-sender would otherwise call for every batch of a request in one step of the event loop: a
-checkpoint's changelog batches held it 7-32 ms), the loop given back between two
+sender would otherwise call for every batch of a request in one step of the event loop,
+holding it for a whole checkpoint's changelog batches), the loop given back between two
 (``slices.py``). The producers of this app are never idempotent (at-least-once), which is
 when aiokafka would still stamp a batch before building it.
 
 A batch of more than ``BUILT_ASIDE_BYTES`` is built in a thread of its own, while the loop
-goes on: zstd (cramjam) lets go of the GIL while it compresses, 4.6 ns a byte at aiokafka's
-level, about 9 µs of each input record's turns and changelog records, which the main thread
-no longer pays. A partition's batches are still handed over one after the other.
+goes on: zstd (cramjam) lets go of the GIL while it compresses, so the main thread does
+not pay for compressing each input record's turns and changelog records. A partition's
+batches are still handed over one after the other.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from faust.types import TP, ProducerT
 from stream_app.slices import Slices
 
 # Batches past this size are built in ``_BUILDER``'s thread: below it, handing one to the
-# thread and back (tens of µs) costs more than the compression it saves the loop.
+# thread and back costs more than the compression it saves the loop (docs/benchmarks.md).
 BUILT_ASIDE_BYTES = 4096
 _BUILDER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="record-batches")
 

@@ -3,9 +3,9 @@
 One event loop serves the agent, the checkpoints, the consumer's heartbeats and fetches,
 the producer's acknowledgements and the web pages. A coroutine that never awaits anything
 unfinished never gives the loop back: the agent reading a full buffer (``asyncio.Queue.get``
-returns at once while records wait) held it for hundreds of milliseconds, which is latency
-for every turn and a late heartbeat. Work that may run long calls a ``Slices`` between two
-units of it.
+returns at once while records wait) would hold it until the buffer is empty, which is
+latency for every turn and a late heartbeat. Work that may run long calls a ``Slices``
+between two units of it.
 """
 
 from __future__ import annotations
@@ -16,10 +16,9 @@ from typing import Any
 
 # The longest one task keeps the event loop before giving it back. The agent, the drain
 # loop and a checkpoint may each use a slice in one turn of the loop, and a timer due meanwhile
-# waits up to two turns: at 5 ms the loop's lag reached 35-42 ms, at 2 ms 11-29 ms, at 1 ms
-# (with runs of 25, ``RUN_RECORDS``) 8-17 ms, for 2-7 % more CPU a record (one worker,
-# 30,000 records, 11 rounds each; python -m bench.ab). What is let go of in bulk is let go
-# of a slice at a time too (``let_go``).
+# waits up to two turns: a shorter slice is less event-loop lag for a little more CPU a
+# record (docs/benchmarks.md). What is let go of in bulk is let go of a slice at a time
+# too (``let_go``).
 SLICE_SECONDS = 0.001
 
 
@@ -38,7 +37,7 @@ class Slices:
 
 async def let_go(*collections: list[Any] | set[Any] | dict[Any, Any]) -> None:
     """Empties ``collections`` an item at a time, giving the loop back every slice: freeing
-    thousands of records, outputs or events in one step held the loop for 10-34 ms."""
+    thousands of records, outputs or events in one step would hold the loop."""
     pause = Slices()
     for items in collections:
         while items:

@@ -5,9 +5,9 @@ applied with its effects on the broker: a worker killed right after that commit 
 nothing. Faust's own bookkeeping can commit past a record no agent applied, and its drain
 loop can hand an agent a partition's records out of order or with holes, which the core
 (it applies a source record once, by offset) takes for duplicates. The rules below close
-those holes; each method that overrides Faust or aiokafka cites the rules it keeps. How each
-hole was found, with the upstream issues, is in ``docs/internals.md`` ("The consumer's
-rules and where they come from"); the private names of Faust and aiokafka relied on here
+those holes; each method that overrides Faust or aiokafka cites the rules it keeps. What
+each rule guards against, with the upstream issues, is in ``docs/internals.md`` ("The
+consumer's rules"); the private names of Faust and aiokafka relied on here
 are pinned, and checked against the installed versions, in ``pins.py``.
 
 R1  Deliver exactly the expected offset, else seek back. Each partition an agent reads (an
@@ -83,12 +83,12 @@ from stream_app.slices import Slices
 from stream_app.state.tables import KeyPartitionedTable
 
 # At most this many records of a partition delivered as one (R8). The agent applies a run
-# without giving the event loop back: 25 keep that step near 1.5 ms, within a slice
-# (``slices.py``; 50: 3 ms, 100: 6 ms and the loop's lag past 20 ms, with no more records
-# a second; python -m bench).
+# without giving the event loop back, so a run is kept to about a slice (``slices.py``):
+# longer runs add event-loop lag and no records a second (docs/benchmarks.md).
 RUN_RECORDS = 25
-# At most this many of a standby partition's records applied in one step (R13): a fetch's
-# thousands, from a peer's checkpoint, held the loop of a worker keeping standbys 37-43 ms.
+# At most this many of a standby partition's records applied in one step (R13): a fetch of
+# a peer's checkpoint brings thousands, which applied at once would hold the event loop
+# (docs/benchmarks.md).
 STANDBY_RECORDS = 500
 
 
@@ -295,7 +295,7 @@ class Consumer(faust_aiokafka.Consumer):
                     if run and (tp != run[0].tp or len(run) >= RUN_RECORDS):
                         await self._deliver(run)
                         run = []
-                        await pause()  # a fetch's records made into messages: 13-20 ms
+                        await pause()  # making a whole fetch into messages holds the loop
                     if tp in standbys:
                         standby.append(message)
                     elif not ordered(message.topic):

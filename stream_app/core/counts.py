@@ -49,8 +49,8 @@ class Count(StrEnum):
 
 
 class Counts(Counter[Count]):
-    """A ``Counter`` that starts empty in a fifth of the time: ``Counter()`` runs its
-    ``update`` in Python even with nothing to count, and every record makes one."""
+    """A ``Counter`` that starts empty without a call: ``Counter()`` runs its ``update`` in
+    Python even with nothing to count, and every record makes one."""
 
     __slots__ = ()
 

@@ -1,4 +1,4 @@
-"""What a record may hold beyond its schema, so that nothing accepted fails later (issue 10).
+"""What a record may hold beyond its schema, so that nothing accepted fails later.
 
 A value past one of these limits is a ``schema`` dead letter whose error names the field.
 Each limit keeps every later step (redaction, translation, the completion text, the natural
@@ -122,7 +122,7 @@ def _field_name(path: list[str | int]) -> str:
 
 def shallow(text: bytes | str) -> bool:
     """Whether JSON ``text`` has at most ``MAX_DEPTH`` brackets, so nests no deeper."""
-    if isinstance(text, bytes):  # one pass, not one a bracket: 0.6 against 0.8 µs, 560 bytes
+    if isinstance(text, bytes):  # one pass over the text, not one a kind of bracket
         return len(text) - len(text.translate(None, b"{[")) <= MAX_DEPTH
     return text.count("{") + text.count("[") <= MAX_DEPTH
 

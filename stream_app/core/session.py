@@ -186,8 +186,8 @@ IDENTITY_GROUP = 16
 @dataclass(slots=True)
 class RememberedIdentities:
     """The identities one turn made remembered: an entry, not one per identity, since a
-    changelog record costs the same whatever it holds (issue 21: a record per identity was
-    0.94 of the 2.38 changelog records an input record made). A group the limit forgets
+    changelog record costs the same whatever it holds, and a record per identity would be
+    most of the changelog records an input record makes. A group the limit forgets
     the oldest of is replaced by the rest, in its place (``position``)."""
 
     identities: list[str]

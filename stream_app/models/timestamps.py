@@ -73,7 +73,7 @@ def format_utc(epoch_seconds: float) -> str:
     ``datetime.fromtimestamp(s, UTC).isoformat(timespec="microseconds")`` spells them, with
     the microseconds rounded as it rounds them (half to even, a carry into the second). The
     date and time of day are made once a second: every turn header has a timestamp, and
-    timestamps made together share their second (0.9 against 2.9 µs)."""
+    timestamps made together share their second, so most only format their microseconds."""
     fraction, whole = math.modf(epoch_seconds)
     micros = round(fraction * 1e6)
     if micros >= 1_000_000:

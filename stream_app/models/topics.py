@@ -12,8 +12,8 @@ _MASK = 0xFFFFFFFF
 def murmur2(data: bytes) -> int:
     """MurmurHash2 as the Java client's ``Utils.murmur2`` computes it (seed 0x9747B28C):
     aiokafka's ``murmur2``, with the 4-byte words read in one ``struct`` call and 32-bit
-    arithmetic masked once a step. A new session's first record asks it; it was 1 % of a
-    loaded worker's main thread."""
+    arithmetic masked once a step: a new session's first record asks it, on the worker's
+    main thread."""
     length = len(data)
     h = (0x9747B28C ^ length) & _MASK
     words = length >> 2

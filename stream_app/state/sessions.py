@@ -39,8 +39,9 @@ from stream_app.state import entries
 from stream_app.state.base import SessionStore
 from stream_app.state.entries import Value
 
-# Decoded states kept in memory once written: the sessions a worker is working on. About
-# 10 KB each with their turns; one not kept is decoded again from the table (~0.1 ms).
+# Decoded states kept in memory once written: the sessions a worker is working on. Each
+# holds its turns; one not kept is decoded again from the table when it is next read
+# (the memory and the decoding it trades: docs/benchmarks.md).
 LIVE_SESSIONS = 5_000
 
 
@@ -302,8 +303,8 @@ class TableSessions(SessionStore):
 
     def __len__(self) -> int:
         """Sessions held, as counted by ``recount`` and kept up to date by every change:
-        counting the table's keys on every scrape of ``/metrics`` held on to memory in
-        proportion to the sessions held (RSS 846 MiB at 60,000 sessions, 347 without)."""
+        counting the table's keys on every scrape of ``/metrics`` would hold on to memory
+        in proportion to the sessions held."""
         return self._held
 
     def recount(self) -> int:
@@ -346,7 +347,7 @@ class TableSessions(SessionStore):
         at a time; a session the agent is about to change before then is serialized first
         (``get``, ``put``, ``delete``), so the snapshot holds each session as it was when
         the seal began, whatever is applied meanwhile. Sealing every changed session at
-        once held the event loop 44-73 ms a checkpoint (25 µs a session)."""
+        once would hold the event loop for the whole checkpoint."""
         snapshot = Snapshot(self._sealed)
         self._sealed += 1
         self._sealing, self._changed = self._changed, set()
@@ -455,9 +456,8 @@ class TableSessions(SessionStore):
 
     async def release(self, snapshot: Snapshot) -> None:
         """Lets a settled snapshot go a slice at a time (``slices.let_go``). Its records,
-        and the entries and turns only they still named, were freed in one step where the
-        next seal replaced the snapshot: 28-34 ms with the loop held, at a checkpoint of
-        5,000 sessions."""
+        and the entries and turns only they still named, would otherwise be freed in one
+        step, with the loop held, when the next seal replaced the snapshot."""
         if self._snapshot is snapshot:
             self._snapshot = Snapshot(-1)
         s = snapshot
@@ -481,8 +481,8 @@ class TableSessions(SessionStore):
     async def evict(self) -> None:
         """Drops the decoded states past ``LIVE_SESSIONS`` that are written, the least
         recently used first (``get`` moves a session to the end), giving the loop back
-        every slice (``slices.py``): freeing a thousand decoded states, their turns and
-        bodies, held it 14-37 ms."""
+        every slice (``slices.py``), as freeing thousands of decoded states with their turns
+        and bodies in one step would hold it."""
         pause = Slices()
         for session_id in list(self._live):
             if len(self._live) <= LIVE_SESSIONS:

@@ -27,8 +27,8 @@ from stream_app.state.damaged import damaged, move_aside
 # Faust opens each table partition's RocksDB with 64 MiB write buffers (three of them) and a
 # 2 GiB block cache: a worker's 12 databases (3 tables x 4 partitions) could hold gigabytes.
 # The state is small records read back by key, mostly from the worker's own memory of the
-# sessions it works on: a few MiB a database is plenty, and memory no longer grows with
-# the sessions held (issue 10 item 9, ``python -m bench --soak``).
+# sessions it works on: a few MiB a database is plenty, and memory does not grow with the
+# sessions held (``python -m bench --soak``).
 ROCKSDB_OPTIONS = {
     "write_buffer_size": 4 * 1024 * 1024,
     "max_write_buffer_number": 2,
@@ -49,8 +49,8 @@ def _without_wal(db: Any) -> Any:
     and the offset of the changelog a database holds (Faust's ``set_persisted_offset``) is
     written to the same database after the records it covers, so a crash loses a suffix of
     both together and recovery reads the changelog on from where the database stands, as
-    Kafka Streams' stores do. Puts take a third of the time (0.7 against 2.2 µs, 400 B,
-    in a loop of puts)."""
+    Kafka Streams' stores do. The log would be a second copy of the changelog, written at
+    every put."""
     if isinstance(db, rocksdict.Rdict):
         options = rocksdict.WriteOptions()
         # A property at run time; rocksdict's stubs call it a method.
