@@ -59,6 +59,19 @@ R13 A standby's changelog records are applied by the drain loop itself, a fetch'
     the store's moved to the last. Only in the generation they were fetched in, with the
     flow going and recovery done (R6); otherwise none of that lot nor of any after it in
     the fetch, and R6 reads them again from the last lot applied.
+R14 A partition whose log ends below the offset it expects was made again (its topic
+    deleted and created again): it is read again from the start of its log. Seen when a
+    fetch's high watermark lies below the expectation, at a record below it (Apache Kafka
+    answers a fetch beyond the end OFFSET_OUT_OF_RANGE, and aiokafka then reads the
+    partition from its start: R1 dropped those records as delivered) and at least every
+    ``PARTITION_END_CHECK_S`` (tansu answers such a fetch with nothing: the partition
+    waited); decided by the broker's log end (ListOffsets), as a fetch's high watermark can
+    lag behind for a moment. The expectation and the committed offset become the log's
+    start, whatever was acknowledged or absent is dropped, and the events of the old log
+    still under way count for nothing (R2). A commit under way is waited for first, so the
+    old offset it records cannot land after. Logged once, counted, and counted as
+    re-reading until the read reaches where that log ended. A broker whose log end keeps
+    contradicting its fetches for ``PARTITION_END_PATIENCE_S`` stops the worker.
 """
 
 from __future__ import annotations
@@ -67,18 +80,22 @@ import asyncio
 import bisect
 import concurrent.futures
 import contextlib
+import logging
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar, cast
 from weakref import WeakKeyDictionary, WeakSet
 
 from aiokafka import AIOKafkaConsumer
-from aiokafka.errors import IllegalStateError
+from aiokafka.errors import IllegalStateError, KafkaError
+from faust.exceptions import ConsumerNotStarted
 from faust.tables.manager import TableManager
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.transport.utils import DefaultSchedulingStrategy
 from faust.types import TP, Message
 from mode import ServiceT
 
+from stream_app import logs, metrics
 from stream_app.slices import Slices
 from stream_app.state.tables import KeyPartitionedTable
 
@@ -90,6 +107,15 @@ RUN_RECORDS = 25
 # a peer's checkpoint brings thousands, which applied at once would hold the event loop
 # (docs/benchmarks.md).
 STANDBY_RECORDS = 500
+# How often (at most) the drain loop looks for partitions that expect an offset beyond their
+# log's end (R14), and how long a broker may contradict itself about it before the worker
+# stops rather than guess.
+PARTITION_END_CHECK_S = 1.0
+PARTITION_END_PATIENCE_S = 30.0
+
+
+class PartitionEndUnknown(RuntimeError):
+    """R14: whether a partition's log ends below the offset it expects cannot be told."""
 
 
 class RunScheduler(DefaultSchedulingStrategy):
@@ -227,7 +253,7 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
 
 class Consumer(faust_aiokafka.Consumer):
     """Commits only runs of applied offsets that start at the committed offset, and
-    delivers each agent source partition in order from where it was sought (R1-R13)."""
+    delivers each agent source partition in order from where it was sought (R1-R14)."""
 
     #: Events the agent has marked applied and not yet acknowledged (R2).
     _applied: WeakSet[Message]
@@ -246,6 +272,14 @@ class Consumer(faust_aiokafka.Consumer):
     _sought: Mapping[TP, int | None]
     #: Where R10 asks for every applied batch to be settled.
     settlement: Settlement
+    #: Events of a log made again, under way when it was found: they count for nothing (R14).
+    _stale: WeakSet[Message]
+    #: Partitions reading a log made again -> where it ended when found (R14).
+    _restarted_to: dict[TP, int]
+    #: When the drain loop next looks for partitions expecting beyond their end (R14).
+    _ends_due: float
+    #: Partitions whose broker's log end contradicted their fetches -> since when (R14).
+    _contradicted: dict[TP, float]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -257,6 +291,10 @@ class Consumer(faust_aiokafka.Consumer):
         self._resumed = None
         self._sought = {}
         self.settlement = Settlement()
+        self._stale = WeakSet()
+        self._restarted_to = {}
+        self._ends_due = 0.0
+        self._contradicted = {}
 
     def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
         """R11, R12: the consumer thread of this module."""
@@ -306,6 +344,7 @@ class Consumer(faust_aiokafka.Consumer):
                     self._apply_standby(standby, generation, standbys)
                 if run:
                     await self._deliver(run)
+                await self._check_partition_ends()  # R14
                 await asyncio.sleep(0)
         except stopped:
             if not self.app.should_stop:
@@ -333,8 +372,10 @@ class Consumer(faust_aiokafka.Consumer):
         expected = run[-1].offset + 1 if run else self._expected(tp, offset)
         if offset == expected:
             return True
-        if offset < expected:
-            return False  # delivered already, since the last seek
+        if offset < expected:  # delivered already, since the last seek; unless the log
+            if self._beyond_end(tp, expected) and await self._restart(tp, expected):
+                sought.add(tp)  # ends below it: made again, and now read from its start (R14)
+            return False
         if run:
             await self._deliver(run)
             run.clear()
@@ -433,6 +474,112 @@ class Consumer(faust_aiokafka.Consumer):
             gaps.addi(start, end)
             gaps.merge_overlaps()
 
+    # -- A log made again (R14) ---------------------------------------------------------
+
+    def _beyond_end(self, tp: TP, expected: int) -> bool:
+        """R14: whether the last fetch of ``tp`` answered a high watermark below
+        ``expected``."""
+        end = self._fetched_end(tp)
+        return end is not None and end < expected
+
+    def _fetched_end(self, tp: TP) -> int | None:
+        """The high watermark the last fetch of ``tp`` answered; None before one did, or
+        when ``tp`` is not assigned."""
+        try:
+            return self.highwater(tp)
+        except (AssertionError, KeyError, IllegalStateError, ConsumerNotStarted):
+            return None
+
+    async def _check_partition_ends(self) -> None:
+        """R14: at most every ``PARTITION_END_CHECK_S``, each agent source partition whose
+        fetches answer a high watermark below its expectation. A broker may answer a fetch
+        beyond the end with no records at all (tansu): no record would ever reveal it."""
+        now = time.monotonic()
+        if now < self._ends_due or not (self.flow_active and self._recovered()):
+            return
+        self._ends_due = now + PARTITION_END_CHECK_S
+        ordered = self.app.topics.acks_enabled_for
+        for tp, expected in list(self._next.items()):
+            if ordered(tp.topic) and self._beyond_end(tp, expected):
+                await self._restart(tp, expected)
+
+    async def _restart(self, tp: TP, expected: int) -> bool:
+        """R14: if the broker's log of ``tp`` ends below ``expected``, the partition is read
+        again from the start of its log; whether it was.
+
+        Nothing is decided while the broker does not answer (the topic gone again), nor
+        once a rebalance or a seek has set the expectation anew meanwhile."""
+        seeks = self._seeks
+        try:
+            end = (await self.highwaters(tp)).get(tp)
+            start = (await self.earliest_offsets(tp)).get(tp)
+        except KafkaError:
+            return False  # asked again at the next check
+        if end is None or start is None or seeks != self._seeks or self._next.get(tp) != expected:
+            return False
+        if end >= expected:  # the fetch's high watermark lagged, or the broker contradicts it
+            await self._contradicted_since(tp, expected, end)
+            return False
+        self._contradicted.pop(tp, None)
+        end = max(end, self._fetched_end(tp) or 0)  # tansu's ListOffsets answers short
+        await self.maybe_wait_for_commit_to_finish()  # it records the old offset when done
+        if seeks != self._seeks or self._next.get(tp) != expected:
+            return False
+        for message in list(self._unacked_messages):  # delivered from the old log
+            if message.tp == tp:
+                self._stale.add(message)
+        for first, rest in list(self._runs.items()):
+            if first.tp == tp:
+                self._stale.add(first)
+                self._stale.update(rest)
+        self._acked[tp].clear()
+        self._acked_index[tp].clear()
+        self._gap[tp].clear()
+        self._committed_offset[tp] = start
+        self._next[tp] = start
+        self._rereading.pop(tp, None)
+        if end > start:
+            self._restarted_to[tp] = end
+        with contextlib.suppress(IllegalStateError):  # no longer assigned: the rebalance
+            await self.seek(tp, start)  # under way seeks to the committed offset (R5)
+        logs.event(
+            "partition_restarted",
+            logging.WARNING,
+            topic=tp.topic,
+            partition=tp.partition,
+            position=expected,
+            log_start=start,
+            log_end=end,
+        )
+        metrics.PARTITIONS_RESTARTED.labels(topic=tp.topic).inc()
+        return True
+
+    async def _contradicted_since(self, tp: TP, expected: int, end: int) -> None:
+        """R14: fetches answer a high watermark below ``expected``, the broker a log end at
+        or above it. For a moment that is a new leader catching up; for longer, nothing
+        tells whether records were passed over, and the worker stops."""
+        since = self._contradicted.setdefault(tp, time.monotonic())
+        if time.monotonic() - since >= PARTITION_END_PATIENCE_S:
+            await self.app.crash(
+                PartitionEndUnknown(
+                    f"{tp.topic}:{tp.partition}: for {PARTITION_END_PATIENCE_S:.0f} s its "
+                    f"fetches have answered a high watermark below offset {expected}, where "
+                    f"this worker reads it, while the broker says its log ends at {end}: "
+                    "whether the topic was made again (its records then to be read from its "
+                    "start) cannot be told. Check the topic and the brokers; the worker reads "
+                    "on from its last commit when started again."
+                )
+            )
+
+    def rereading(self) -> int:
+        """R14: how many partitions are reading a log made again up to where it ended when
+        found (for ``/metrics``)."""
+        assigned = self.assignment()
+        for tp, end in list(self._restarted_to.items()):
+            if tp not in assigned or self._next.get(tp, end) >= end:
+                del self._restarted_to[tp]
+        return len(self._restarted_to)
+
     # -- Expectations and recovery (R5, R6) ---------------------------------------------
 
     def streams_resumed(self, generation: int) -> None:
@@ -509,15 +656,19 @@ class Consumer(faust_aiokafka.Consumer):
     def ack_applied(self, message: Message) -> bool:
         """R2: ``applied`` and ``ack`` in one step, for the agent's own acknowledgement of an
         event it has applied (its checkpoints' step 4b): no mark is kept in between."""
-        if message.generation_id != self.app.consumer_generation_id:
+        if message.generation_id != self.app.consumer_generation_id or (
+            self._stale and message in self._stale  # of a log made again (R14)
+        ):
             self._unacked_messages.discard(message)
             return False
         return bool(super().ack(message))
 
     def ack(self, message: Message) -> bool:
         """R2: only an applied event of the current generation is acknowledged to Faust."""
-        if message not in self._applied or (
-            message.generation_id != self.app.consumer_generation_id
+        if (
+            message not in self._applied
+            or message.generation_id != self.app.consumer_generation_id
+            or (self._stale and message in self._stale)  # of a log made again (R14)
         ):
             # Skipped, or fetched before the latest rebalance: its partition is sought back
             # to the committed offset, so the event comes again and is applied then.

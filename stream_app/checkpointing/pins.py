@@ -9,7 +9,7 @@ deep inside a rebalance. ``tests/checkpointing/test_pins.py`` checks each pin ag
 installed versions and fails naming it; it also reads ``stream_app/`` for private names of
 those packages, so a use without a pin here fails too. When a pin fails after an upgrade,
 read the upstream change against the rule that relies on it (the ``consumer.py`` rules are
-cited as R1-R13) before changing the pin.
+cited as R1-R14) before changing the pin.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ PINS: tuple[Pin, ...] = (
         "_committed_offset",
         "attribute",
         "defaultdict[NoneType]",
-        "read and written: the committed offset per partition, None if unknown (R3, R5)",
+        "read and written: the committed offset per partition, None if unknown (R3, R5, R14)",
         CHECKPOINTING,
     ),
     Pin(
@@ -104,7 +104,7 @@ PINS: tuple[Pin, ...] = (
         "_acked",
         "attribute",
         "defaultdict[list]",
-        "read and trimmed: acknowledged offsets per partition (R3)",
+        "read, trimmed and emptied: acknowledged offsets per partition (R3, R14)",
         CHECKPOINTING,
     ),
     Pin(
@@ -112,7 +112,7 @@ PINS: tuple[Pin, ...] = (
         "_acked_index",
         "attribute",
         "defaultdict[set]",
-        "read and trimmed: the same offsets as a set (R3)",
+        "read, trimmed and emptied: the same offsets as a set (R3, R14)",
         CHECKPOINTING,
     ),
     Pin(
@@ -120,7 +120,7 @@ PINS: tuple[Pin, ...] = (
         "_gap",
         "attribute",
         "defaultdict[IntervalTree]",
-        "written: absent offsets per partition, end excluded (R3, R4)",
+        "written and emptied: absent offsets per partition, end excluded (R3, R4, R14)",
         CHECKPOINTING,
     ),
     Pin(
@@ -128,7 +128,8 @@ PINS: tuple[Pin, ...] = (
         "_unacked_messages",
         "attribute",
         "WeakSet",
-        "written: an acknowledgement that does not count leaves Faust's wait (R2)",
+        "written: an acknowledgement that does not count leaves Faust's wait (R2); read: "
+        "the events under way when a log was made again (R14)",
         CHECKPOINTING,
     ),
     Pin(
