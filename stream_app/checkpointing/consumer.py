@@ -57,8 +57,14 @@ R13 A standby's changelog records are applied by the drain loop itself, a fetch'
     (R9's path, Faust's, costs an event, two tasks, a queue and a ``wait_for`` a record):
     each above the offset recovery holds for the partition, in order, with that offset and
     the store's moved to the last. Only in the generation they were fetched in, with the
-    flow going and recovery done (R6); otherwise none of that lot nor of any after it in
-    the fetch, and R6 reads them again from the last lot applied.
+    flow going and recovery done (R6), and from a fetch begun after the partition was last
+    sought back to its table's offset (R6's read again, or this rule's own); otherwise
+    none of that lot nor of any after it in the fetch. R6 reads them again, or, once
+    recovery is done, the partition is sought back to its table's offset at once: a fetch
+    begun before a seek may hold records from past the table's offset, or hold, refused,
+    the very records that seek read again. A standby's table thus holds every record of
+    its changelog up to its offset, none skipped: the worker it is handed to reads on
+    from there.
 R14 A partition whose log ends below the offset it expects was made again (its topic
     deleted and created again): it is read again from the start of its log. Seen when a
     fetch's high watermark lies below the expectation, at a record below it (Apache Kafka
@@ -272,6 +278,10 @@ class Consumer(faust_aiokafka.Consumer):
     _sought: Mapping[TP, int | None]
     #: Where R10 asks for every applied batch to be settled.
     settlement: Settlement
+    #: Fetches the drain loop has begun, the one under way included (R13).
+    _fetches: int
+    #: Partitions -> the last fetch begun before they were last sought (R13).
+    _read_again_during: dict[TP, int]
     #: Events of a log made again, under way when it was found: they count for nothing (R14).
     _stale: WeakSet[Message]
     #: Partitions reading a log made again -> where it ended when found (R14).
@@ -291,6 +301,8 @@ class Consumer(faust_aiokafka.Consumer):
         self._resumed = None
         self._sought = {}
         self.settlement = Settlement()
+        self._fetches = 0
+        self._read_again_during = {}
         self._stale = WeakSet()
         self._restarted_to = {}
         self._ends_due = 0.0
@@ -324,10 +336,13 @@ class Consumer(faust_aiokafka.Consumer):
                 sought: set[TP] = set()  # sought back: the rest of this fetch is stale (R1)
                 run: list[Message] = []  # accepted, not yet delivered: nothing awaits (R8)
                 standby: list[Message] = []  # a standby partition's, not yet applied (R13)
+                refused: set[TP] = set()  # standby partitions refused in this fetch (R13)
                 generation = self.app.consumer_generation_id
+                self._fetches += 1  # before the fetch begins: a seek meanwhile makes it stale
+                fetch = self._fetches
                 async for tp, message in self.getmany(timeout=1.0):
                     if standby and (tp != standby[0].tp or len(standby) >= STANDBY_RECORDS):
-                        self._apply_standby(standby, generation, standbys)
+                        await self._apply_standby(standby, generation, fetch, refused, standbys)
                         standby = []
                         await pause()
                     if run and (tp != run[0].tp or len(run) >= RUN_RECORDS):
@@ -341,7 +356,7 @@ class Consumer(faust_aiokafka.Consumer):
                     elif await self._take(tp, message, run, sought):
                         run.append(message)
                 if standby:
-                    self._apply_standby(standby, generation, standbys)
+                    await self._apply_standby(standby, generation, fetch, refused, standbys)
                 if run:
                     await self._deliver(run)
                 await self._check_partition_ends()  # R14
@@ -429,18 +444,35 @@ class Consumer(faust_aiokafka.Consumer):
             await self.wait_first(self.callback(message), self.suspend_flow.wait())
             self._read_offset[tp] = message.offset
 
-    def _apply_standby(self, records: list[Message], generation: int, standbys: set[TP]) -> None:
-        """R13: a lot of a standby partition's records of one fetch, applied to its table
-        at once, or none of them (R6 reads them again)."""
+    async def _apply_standby(
+        self,
+        records: list[Message],
+        generation: int,
+        fetch: int,
+        refused: set[TP],
+        standbys: set[TP],
+    ) -> None:
+        """R13: a lot of a standby partition's records of fetch number ``fetch``, applied to
+        its table at once, or none of them nor any later lot of the partition in the fetch
+        (``refused``). A lot applied after refused ones, or from a fetch begun before the
+        partition was sought back, would move the table's offset past records it never
+        applied, which every later read would then skip as applied."""
         tp = records[0].tp
-        if not (
+        if tp in refused:
+            return
+        recovery = cast(TableManager, self.app.tables).recovery
+        live = (
             tp in standbys
             and generation == self.app.consumer_generation_id
             and self.flow_active
             and self._recovered()
-        ):
+        )
+        if not live or fetch <= self._read_again_during.get(tp, 0):
+            refused.add(tp)
+            if live:  # recovery is done: no read again is to come, so this one
+                seen = recovery.standby_offsets.get(tp)
+                await self.read_again({tp: max(0, seen or 0)})
             return
-        recovery = cast(TableManager, self.app.tables).recovery
         seen = recovery.standby_offsets.get(tp)
         fresh = records if seen is None else [r for r in records if r.offset > seen]
         if fresh:
@@ -588,10 +620,12 @@ class Consumer(faust_aiokafka.Consumer):
         self._resumed = generation
 
     async def read_again(self, offsets: Mapping[TP, int]) -> None:
-        """R6: seeks each partition to its offset; one no longer assigned is left alone."""
+        """R6: seeks each partition to its offset; one no longer assigned is left alone.
+        R13: a standby's fetch begun before the seek is not applied."""
         for tp, offset in offsets.items():
             with contextlib.suppress(IllegalStateError):  # moved on: a rebalance
                 await self.seek(tp, offset)
+            self._read_again_during[tp] = self._fetches
 
     async def read_again_from_expected(self) -> None:
         """R6: before the streams resume, each agent source partition is read again from

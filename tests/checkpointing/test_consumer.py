@@ -547,6 +547,104 @@ def test_a_standbys_records_fetched_before_a_rebalance_are_not_applied(
     assert consumer.app.tables.recovery.standby_offsets[standby] == 7  # type: ignore[attr-defined]
 
 
+class StandbyLog:
+    """A standby partition's changelog, read by the drain loop two records a fetch from a
+    position that a fetch moves past what it returns and a seek sets; its table holds
+    ``held``. The first fetch is begun while recovery is still under way, and recovery
+    resumes the streams (R6 seeking the partition back to ``held`` first) while that fetch
+    is in hand: before its records are read (``resume`` "before"), after they are read
+    ("after": read from where earlier refused fetches had left the position), or once the
+    record at offset ``resume`` is taken (the lot before it has been offered by then)."""
+
+    def __init__(
+        self, consumer: Consumer, log: range, position: int, held: int, resume: str | int
+    ) -> None:
+        self.consumer, self.log, self.position, self.held = consumer, log, position, held
+        self.tp = TP("app-entries-changelog", 1)
+        recovery = consumer.app.tables.recovery  # type: ignore[attr-defined]
+        self.table = StandbyTable()
+        recovery.standby_tps.add(self.tp)
+        recovery.tp_to_table[self.tp] = self.table
+        recovery.standby_offsets[self.tp] = held
+        self.sought: list[int] = []
+        self.fetches = 0
+        self.done = Fetches(consumer)
+        consumer.seek = self.seek  # type: ignore[method-assign]
+        consumer.getmany = self.getmany  # type: ignore[method-assign]
+        consumer._resumed = None  # recovery of this generation under way
+        self.resume = resume
+
+    async def seek(self, partition: TP, offset: int) -> None:
+        self.sought.append(offset)
+        self.position = offset
+
+    async def resumed(self) -> None:
+        await self.consumer.read_again({self.tp: self.held})  # R6
+        self.consumer.streams_resumed(self.consumer.app.consumer_generation_id)
+
+    def read(self) -> list[int]:
+        records = [o for o in self.log if o >= self.position][:2]
+        self.position = records[-1] + 1 if records else self.position
+        return records
+
+    async def getmany(self, timeout: float) -> AsyncIterator[tuple[TP, ConsumerMessage]]:
+        self.fetches += 1
+        first = self.fetches == 1
+        if first and self.resume == "before":
+            await self.resumed()
+        records = self.read()
+        if first and self.resume == "after":
+            await self.resumed()
+        if not records and not first:
+            self.done.should_stop = True
+        for offset in records:
+            yield (
+                self.tp,
+                ConsumerMessage(
+                    self.tp.topic, 1, offset, 0.0, 0, [], b"k", b"v", None, 1, 1, tp=self.tp
+                ),
+            )
+            if first and offset == self.resume:
+                await self.resumed()
+
+    def drain(self) -> list[int]:
+        """The offsets applied to the table, in order."""
+        self.consumer.loop.run_until_complete(
+            self.consumer._drain_messages(self.done)  # type: ignore[arg-type]
+        )
+        return [offset for lot in self.table.applied for offset in lot]
+
+
+def test_a_standbys_fetch_that_recovery_resumes_the_streams_during_is_not_applied(
+    consumer: Consumer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 44 item 5: the first lot of a fetch was refused (recovery not done), recovery
+    # resumed the streams between two lots, and the next lot was applied: the table's
+    # offset passed the refused records, which R6's read again then took for applied. The
+    # worker the partition was handed to lacked their entries (a waiting decision gone).
+    import stream_app.checkpointing.consumer as module
+
+    monkeypatch.setattr(module, "STANDBY_RECORDS", 1)
+    slices_of_nothing(monkeypatch, module)
+    log = StandbyLog(consumer, range(6, 10), position=6, held=5, resume=7)
+    assert log.drain() == [6, 7, 8, 9]  # not [7, 8, 9]
+
+
+@pytest.mark.parametrize("resume", ["before", "after"])
+def test_a_standbys_fetch_begun_before_it_was_sought_back_is_read_again(
+    consumer: Consumer, resume: str
+) -> None:
+    # A fetch begun before R6 sought the partition back to its table's offset holds the
+    # records that seek read again ("before": refused, for good, the table's offset then
+    # passing them with the next fetch) or records from where the refused ones had left
+    # the position ("after", 6-19 refused before it: applied past them). Refused, and the
+    # partition is sought back to its table's offset, so the next fetches bring them.
+    log = StandbyLog(
+        consumer, range(6, 22), position=6 if resume == "before" else 20, held=5, resume=resume
+    )
+    assert log.drain() == list(range(6, 22))  # R6 seeks it back to 5, then the refusal
+
+
 def test_a_partition_with_nothing_committed_is_delivered_from_the_start_of_its_log(
     consumer: Consumer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
