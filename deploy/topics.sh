@@ -50,10 +50,11 @@ topics=(
     # workers that should not lose input: they resume from their committed offsets.
     "${STREAM_APP_TOPIC_MESSAGES:-llm.messages}|$partitions|retention.ms=$week"
     "${STREAM_APP_TOPIC_DECISIONS:-developer.decisions}|$partitions|retention.ms=$week"
-    # Outputs. The turn topic keeps the latest revision of every turn (compaction); the
-    # dead-letter topic holds original records, credentials included: keep it short, long
-    # enough to reprocess.
+    # Outputs. The turn topic keeps the latest revision of every turn (compaction), the
+    # final topic each turn once, when final; the dead-letter topic holds original records,
+    # credentials included: keep it short, long enough to reprocess.
     "${STREAM_APP_TOPIC_TURNS:-turns}|$partitions|cleanup.policy=compact"
+    "${STREAM_APP_TOPIC_FINAL:-turns.final}|$partitions|cleanup.policy=compact"
     "${STREAM_APP_TOPIC_DLQ:-turns.dlq}|$partitions|retention.ms=$week"
     # Internal. <id>-sessions carries input records re-keyed by session id until their
     # owner applies them: its retention must outlast any stop of the whole group, as the
@@ -67,6 +68,8 @@ topics=(
     "$id-entries-changelog|$partitions|cleanup.policy=compact,max.message.bytes=4194304"
     "$id-decisions-changelog|$partitions|cleanup.policy=compact"
     "$id-turn_bodies-changelog|$partitions|cleanup.policy=compact,max.message.bytes=4194304"
+    # The due index: a small key per session with a turn not yet final.
+    "$id-due-changelog|$partitions|cleanup.policy=compact"
     # Faust's leader election: one partition, never written to.
     "$id-__assignor-__leader|1|"
 )

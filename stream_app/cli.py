@@ -88,13 +88,20 @@ def _replay(args: argparse.Namespace) -> int:
         return 2
     pipeline = Pipeline(settings.policy(), MemorySessions())
     try:
-        with source, open(args.out, "wb") as turns, open(args.dlq, "wb") as dlq:
+        with contextlib.ExitStack() as files:
+            files.enter_context(source)
+            turns = files.enter_context(open(args.out, "wb"))
+            dlq = files.enter_context(open(args.dlq, "wb"))
+            final = None
+            if args.final_out is not None:
+                final = files.enter_context(open(args.final_out, "wb"))
             if sys.stderr.isatty():
                 from stream_app.replay_view import replay_with_progress
 
-                replay_with_progress(source, settings, turns, dlq, pipeline)
+                replay_with_progress(source, settings, turns, dlq, pipeline, final)
             else:
-                print(summary(replay(source, settings, turns, dlq, pipeline)), file=sys.stderr)
+                counts = replay(source, settings, turns, dlq, pipeline, final)
+                print(summary(counts), file=sys.stderr)
     except OSError as exc:
         print(f"stream-app replay: {exc.filename}: {exc.strerror}", file=sys.stderr)
         return 2
@@ -316,7 +323,8 @@ def _export(args: argparse.Namespace) -> int:
                 spool.seek(0)
                 read = read_turn_lines(spool)
             said.append(summary(counts, args.include_open, args.out))
-            source = f"topic {args.topic or settings.topic_turns}"
+            default = settings.topic_turns if args.include_open else settings.topic_final
+            source = f"topic {args.topic or default}"
         with progress("writing", in_bytes=False) as bar:
             manifest = write_dataset(read, options, out, source, progress=bar.update)
     except (ExportError, DatasetError, OSError) as exc:
@@ -387,6 +395,11 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("input", help="input records, one JSON object per line")
     replay.add_argument("--out", required=True, help="where to write turn revisions")
     replay.add_argument("--dlq", required=True, help="where to write dead letters")
+    replay.add_argument(
+        "--final-out",
+        help="where to write each turn once, its latest revision, at the end of the input "
+        "(TURNS lines, in the order the turns were first emitted)",
+    )
     replay.add_argument("--org-id", help="the deployment's org id (default: STREAM_APP_ORG_ID)")
     replay.set_defaults(run=_replay)
 
@@ -463,10 +476,10 @@ def _parser() -> argparse.ArgumentParser:
     export = commands.add_parser(
         "export",
         help="write the latest revision of every final turn to a JSON-lines file",
-        description="Read the turn topic from the beginning to its end and write the latest "
-        'revision of every turn as {"key", "value"} lines; by default only turns whose '
-        "final_after header lies a minute or more in the past (STREAM_APP_LATE_DECISION_"
-        "WINDOW_SECONDS after their first emission), --include-open for all. Exit status 0 "
+        description="Read the final topic (STREAM_APP_TOPIC_FINAL: each turn once, when "
+        'nothing can revise it any more) to its end and write every turn as {"key", "value"} '
+        "lines; --include-open reads the turn topic instead and writes the latest revision of "
+        "every turn, final or not. Exit status 0 "
         "when written; 2, with one line, when the broker cannot be read or the file cannot be "
         "written. --from reads a TURNS or FINAL file of 'stream-app replay' instead (no "
         "broker). --format chat writes one training example per turn, trajectories one line "
@@ -480,10 +493,15 @@ def _parser() -> argparse.ArgumentParser:
         help="where to write (a .parquet name: Parquet); with --eval-fraction, names the splits",
     )
     export.add_argument(
-        "--include-open", action="store_true", help="also turns that may still be revised"
+        "--include-open",
+        action="store_true",
+        help="read the turn topic: also turns that may still be revised",
     )
     export.add_argument("--bootstrap", type=bootstrap_argument, help=bootstrap_help)
-    export.add_argument("--topic", help="default: STREAM_APP_TOPIC_TURNS")
+    export.add_argument(
+        "--topic",
+        help="default: STREAM_APP_TOPIC_FINAL (with --include-open: STREAM_APP_TOPIC_TURNS)",
+    )
     export.add_argument(
         "--from",
         dest="from_file",

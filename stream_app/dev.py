@@ -61,6 +61,10 @@ WORKER_GRACE = 30.0  # seconds a stopping worker has before it is killed
 ORPHAN_GRACE = 3.0  # seconds a stopping worker has once its broker has gone
 WATCH_INTERVAL = 0.2  # seconds between checks that the children still run
 DEMO_RECORD_TIMEOUT = 30.0  # seconds the worker has to read each demo record
+# The demo's late-decision window, unless STREAM_APP_LATE_DECISION_WINDOW_SECONDS says
+# otherwise: short enough to watch each turn go final, long enough for its late decision.
+DEMO_WINDOW_SECONDS = 20.0
+WINDOW_VARIABLE = "STREAM_APP_LATE_DECISION_WINDOW_SECONDS"
 
 T = TypeVar("T")
 
@@ -171,6 +175,7 @@ async def _create_topics(bootstrap: str, settings: Settings) -> None:
             settings.topic_decisions,
             settings.topic_turns,
             settings.topic_dlq,
+            settings.topic_final,
         ]
         await admin.create_topics(
             [NewTopic(t, settings.partitions, 1) for t in wanted if t not in existing]
@@ -298,9 +303,16 @@ def _start_broker(broker: _Broker) -> None:
         raise DevError(f"the broker did not start: {exc}; its log: {broker.log}") from None
 
 
-def _start_worker(broker: _Broker, workdir: Path) -> subprocess.Popen[bytes]:
+def _start_worker(
+    broker: _Broker, workdir: Path, settings: Settings | None = None
+) -> subprocess.Popen[bytes]:
+    """``settings``: the window to give the worker (the demo's), if not the environment's."""
+    window = {}
+    if settings is not None:
+        window[WINDOW_VARIABLE] = f"{settings.late_decision_window_seconds:g}"
     env = {
         **os.environ,
+        **window,
         **WORKER_SETTINGS,
         "STREAM_APP_BROKER_URL": broker.url,
         "STREAM_APP_WEB_HOST": "127.0.0.1",
@@ -354,19 +366,27 @@ async def _show(
     turns: int | None,
     log: Path,
 ) -> None:
-    """Prints turns and dead letters until ``turns`` are printed, publishing the demo (if
-    any) meanwhile, so that each shows as the record that caused it is applied."""
+    """Prints turns, dead letters and final turns until ``turns`` are printed, publishing
+    the demo (if any) meanwhile, so that each shows as the record that caused it is
+    applied (a turn's final line when its window has passed)."""
     tasks = [
         asyncio.ensure_future(
-            tail(bootstrap, settings.topic_turns, limit=turns, dead_letters=settings.topic_dlq)
+            tail(
+                bootstrap,
+                settings.topic_turns,
+                limit=turns,
+                dead_letters=settings.topic_dlq,
+                finals=settings.topic_final,
+            )
         )
     ]
     if demo is not None:
         path, records = demo
         print(
             f"publishing {counted(len(records), 'record')} from {path}, each once the worker "
-            "has read the one before; turns, their revisions and dead letters as they come "
-            "(Ctrl-C to stop):",
+            "has read the one before; turns, their revisions and dead letters as they come, "
+            f"and each turn's final line {settings.late_decision_window_seconds:g} s after it "
+            f"(its late-decision window, {WINDOW_VARIABLE}) (Ctrl-C to stop):",
             flush=True,
         )
         tasks.append(asyncio.ensure_future(_publish(bootstrap, records, settings.web_port, log)))
@@ -425,7 +445,7 @@ def _banner(broker: _Broker, settings: Settings, workdir: Path, keep: bool) -> N
     print(f"worker web: http://127.0.0.1:{settings.web_port}  (/metrics /ready)", flush=True)
     print(
         f"topics: in {settings.topic_messages}, {settings.topic_decisions}; "
-        f"out {settings.topic_turns}, {settings.topic_dlq}",
+        f"out {settings.topic_turns}, {settings.topic_dlq}, {settings.topic_final}",
         flush=True,
     )
     kept = "--keep: kept on exit" if keep else "removed on exit; --keep keeps it"
@@ -450,7 +470,7 @@ def _run_children(
         lifeline.run_async(lambda: _create_topics(broker.bootstrap, settings))
         print("starting the worker...", flush=True)
         with lifeline.deferred():
-            worker = _start_worker(broker, workdir)
+            worker = _start_worker(broker, workdir, settings if demo is not None else None)
             lifeline.kills.append(worker.kill)
         try:
             _wait_ready(settings.web_port, worker, broker, workdir)
@@ -484,6 +504,10 @@ def run(
         )
         if port is not None:
             _refuse_taken_port(port, "127.0.0.1", "--port", "leave --port out for a free one")
+        if demo is not None and WINDOW_VARIABLE not in os.environ:
+            settings = settings.model_copy(
+                update={"late_decision_window_seconds": DEMO_WINDOW_SECONDS}
+            )
         records = None if demo is None else (demo, read_demo(demo, settings))
         workdir = Path(tempfile.mkdtemp(prefix="stream-app-dev-"))
         _run_children(settings, port, records, demo_turns, lifeline, workdir, keep)

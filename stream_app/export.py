@@ -1,12 +1,12 @@
 """``stream-app export``: the latest revision of every turn, as JSON lines, for dataset builders.
 
-The turn topic holds every revision of a turn under the turn's key (compaction keeps the
-latest eventually, or never on the test broker). Export reads the topic from the beginning
-to its end, keeps the latest revision of each key (``core/revisions.py``) and writes each as
-``{"key", "value"}``, the form of ``stream-app replay``'s TURNS lines. By default only final
-turns are written: those whose ``final_after`` header is at least ``FINAL_MARGIN`` before the
-export began, so a revision still on its way to the broker, or a worker's clock a little
-behind this machine's, cannot change a turn already written out.
+By default export reads the final topic (SPEC §8): each turn once, when nothing can revise it
+any more, so every record read is written (a key read twice, the same record written again
+after a worker's crash, is written once). With ``include_open`` it reads the turn topic
+instead, which holds every revision of a turn under the turn's key (compaction keeps the
+latest eventually, or never on the test broker), and writes the latest revision of each key
+(``core/revisions.py``), final or not. Either way each is written as ``{"key", "value"}``,
+the form of ``stream-app replay``'s TURNS lines.
 
 The end is the high watermark of the first fetch response of each partition, taken after the
 export began: ListOffsets "latest" can answer short of the end (``shared/BROKER-NOTES.md``).
@@ -35,7 +35,6 @@ from stream_app.text import counted
 CONNECT_TIMEOUT = 30.0  # seconds for the consumer to reach the cluster
 IDLE_TIMEOUT = 30.0  # seconds without a record or a fetch response before export gives up
 FETCH_WAIT_MS = 100  # the test broker holds every fetch this long when it has nothing
-FINAL_MARGIN = 60.0  # seconds a turn's final_after must lie before the export began
 
 
 class ExportError(Exception):
@@ -132,7 +131,8 @@ async def export(
     clock: Callable[[], float] = time.time,
     progress: Callable[[int, int | None], None] | None = None,
 ) -> Counter[str]:
-    """Writes the latest revision of every (final) turn to ``out``; returns the counts.
+    """Writes every final turn to ``out`` (from the final topic), or with ``include_open``
+    the latest revision of every turn (from the turn topic); returns the counts.
 
     Keeps each key's latest record in memory until the end is read.
     """
@@ -147,10 +147,11 @@ async def export(
         headers = read_headers(record.headers)
         latest.add(TurnRecord(record.partition, record.offset, record.key, record.value, headers))
 
-    read = await read_to_end(
-        client_options(settings, bootstrap), topic or settings.topic_turns, each, progress
-    )
-    chosen, selected = latest.select(began - FINAL_MARGIN, include_open)
+    default = settings.topic_turns if include_open else settings.topic_final
+    read = await read_to_end(client_options(settings, bootstrap), topic or default, each, progress)
+    # A record of the final topic is final whatever its final_after says (a turn closed
+    # early by a session limit, or by its session's expiry, is final before it).
+    chosen, selected = latest.select(began if include_open else float("inf"), True)
     counts.update(selected)
     counts["records_read"] = read
     for record in chosen:
@@ -167,11 +168,12 @@ async def export(
 
 
 def summary(counts: Counter[str], include_open: bool, target: str) -> str:
-    left = "written too" if include_open else "left out (--include-open writes them)"
     parts = [
         f"{counted(counts['records_read'], 'record')} read, {counted(counts['keys'], 'turn')}",
         f"{counts['written']} written to {target}",
-        f"{counts['final']} final, {counts['open']} open {left}",
+        f"{counts['final']} final, {counts['open']} open written too"
+        if include_open
+        else "final turns only (--include-open reads every revision of the turn topic)",
     ]
     if counts["without_headers"]:
         parts.append(f"{counts['without_headers']} without revision headers (counted open)")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from operator import itemgetter
 from typing import IO
 
 import orjson
@@ -116,25 +117,60 @@ def records(lines: Iterable[bytes], settings: Settings, pipeline: Pipeline) -> I
         yield out
 
 
+class FinalLines:
+    """``--final-out``: one TURNS line a turn, its final record, in the order the turns were
+    first emitted (SPEC §8). A turn that goes final during the replay (a session limit closed
+    it, or its window passed on the replay's clock) is held until the end; the rest are final
+    at the end of the input, where nothing can revise them any more."""
+
+    def __init__(self) -> None:
+        self.first: dict[bytes, int] = {}  # open turn's key -> its place in emission order
+        self.emitted = 0
+        self.final: list[tuple[int, bytes]] = []
+
+    def add(self, out: Outputs) -> None:
+        for revision in out.turns:
+            if revision.first:
+                self.first[revision.key_bytes] = self.emitted
+                self.emitted += 1
+        for final in out.finals:
+            place = self.first.pop(final.key_bytes, self.emitted)
+            self.final.append((place, turns_line(final.key_bytes.decode(), final.value)))
+
+    def write(self, out: IO[bytes]) -> int:
+        self.final.sort(key=itemgetter(0))
+        for _, line in self.final:
+            out.write(line)
+        return len(self.final)
+
+
 def replay(
     lines: Iterable[bytes],
     settings: Settings,
     turns: IO[bytes],
     dlq: IO[bytes],
     pipeline: Pipeline | None = None,
+    final: IO[bytes] | None = None,
 ) -> Counter[str]:
-    """Replays ``lines`` and writes every emission; returns the counts for the summary."""
+    """Replays ``lines`` and writes every emission; returns the counts for the summary.
+    ``final``: where every turn's final record goes (``FinalLines``), at the end."""
     pipeline = pipeline or Pipeline(settings.policy(), MemorySessions())
     totals: Counter[str] = Counter()
+    finals = None if final is None else FinalLines()
     for n, out in enumerate(records(lines, settings, pipeline), 1):
         if n % FREEZE_EVERY == 0:
             heap.freeze_survivors()  # the state built so far: the collector walks it no more
         for revision in out.turns:
             turns.write(turns_line(revision.key, revision.value))
+        if finals is not None:
+            finals.add(out)
         for letter in out.dead_letters:
             dlq.write(orjson.dumps(letter, option=orjson.OPT_APPEND_NEWLINE))
         for count, times in out.counts.items():  # Counter.update's checks cost more
             totals[count] += times
+    if finals is not None and final is not None:
+        finals.add(pipeline.finish())
+        totals["turns_final"] = finals.write(final)
     totals["sessions_in_state"] = len(pipeline.store)
     return totals
 
@@ -171,7 +207,8 @@ def summary(counts: Counter[str]) -> str:
         f"{counted(counts['records:messages'], 'message')}, "
         f"{counted(counts['records:decisions'], 'decision')} read",
         f"{counted(counts['turns_emitted'], 'turn')} emitted, "
-        f"{counted(counts['turn_revisions'], 'revision')}",
+        f"{counted(counts['turn_revisions'], 'revision')}"
+        + (f", {counts['turns_final']} final" if "turns_final" in counts else ""),
         f"{counted(counts['duplicate:message'], 'duplicate message')}, "
         f"{counted(counts['duplicate:decision'], 'duplicate decision')}",
         counted(sum(letters.values()), "dead letter")

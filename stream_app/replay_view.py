@@ -34,6 +34,8 @@ def summary_table(counts: Counter[str]) -> Table:
     table.add_column("count", justify="right")
     for key, label in ROWS:
         table.add_row(label, f"{counts[key]:,}")
+    if "turns_final" in counts:
+        table.add_row("final turns (--final-out)", f"{counts['turns_final']:,}")
     for key in sorted(k for k in counts if k.startswith("dead_letter:")):
         table.add_row(f"dead letters: {key.removeprefix('dead_letter:')}", f"{counts[key]:,}")
     return table
@@ -45,6 +47,7 @@ def replay_with_progress(
     turns: IO[bytes],
     dlq: IO[bytes],
     pipeline: Pipeline | None = None,
+    final: IO[bytes] | None = None,
 ) -> Counter[str]:
     console = Console(stderr=True)
     size = os.fstat(source.fileno()).st_size
@@ -67,6 +70,6 @@ def replay_with_progress(
                 yield line
             bar.update(task, completed=done)
 
-        counts = replay(lines(), settings, turns, dlq, pipeline)
+        counts = replay(lines(), settings, turns, dlq, pipeline, final)
     console.print(summary_table(counts))
     return counts

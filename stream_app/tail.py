@@ -74,12 +74,15 @@ async def tail(
     options: KafkaOptions | None = None,
     dead_letters: str | None = None,
     say_following: bool = False,
+    finals: str | None = None,
 ) -> int:
     """Prints turn revisions until ``limit`` are printed (or forever); returns the count.
 
     ``options`` are the connection's security (``Settings.kafka_options``); none: plaintext.
     ``dead_letters`` names a dead-letter topic to print as well, interleaved as records
-    arrive (they do not count towards ``limit``). ``say_following`` prints a line on ``err``
+    arrive (they do not count towards ``limit``); ``finals`` names a final topic whose records
+    are printed as a line each, saying a turn went final (nor do they count).
+    ``say_following`` prints a line on ``err``
     once tailing has begun, for a person who would otherwise wonder why it never ends.
     Raises :class:`TailError` when the broker cannot be reached, the topic does not exist
     or the broker goes away (see the module's docstring for the bounds).
@@ -90,17 +93,20 @@ async def tail(
         tps = _partitions(consumer, topic, bootstrap)
         if dead_letters is not None:
             tps += _partitions(consumer, dead_letters, bootstrap)
+        if finals is not None:
+            tps += _partitions(consumer, finals, bootstrap)
         consumer.assign(tps)
         if from_beginning:
             await consumer.seek_to_beginning(*tps)
         else:
             await consumer.seek_to_end(*tps)
         if say_following:
-            what = topic if dead_letters is None else f"{topic} and {dead_letters}"
+            names = [t for t in (topic, dead_letters, finals) if t is not None]
+            what = " and ".join([", ".join(names[:-1]), names[-1]]) if names[1:] else topic
             until = "until Ctrl-C" if limit is None else f"for {counted(limit, 'revision')}"
             print(f"stream-app tail: following {what} at {bootstrap} {until}", file=err, flush=True)
         return await _follow(
-            consumer, bootstrap, limit, lambda r: _print(r, as_json, out, dead_letters)
+            consumer, bootstrap, limit, lambda r: _print(r, as_json, out, dead_letters, finals)
         )
     except KafkaError as exc:
         raise TailError(f"{bootstrap}: {exc}") from None
@@ -206,10 +212,34 @@ def describe_dead_letter(letter: DeadLetterDict) -> str:
     )
 
 
+def describe_final(key: str, headers: Mapping[str, str]) -> str:
+    """One line per final record: which turn, at which revision, and why it is final."""
+    why = {
+        "window": "its late-decision window has passed",
+        "evicted": "a session limit closed it early",
+        "expired": "its session expired",
+    }.get(headers.get("final_reason", ""), headers.get("final_reason", "?"))
+    return f"final: turn {key} at revision {headers.get('revision', '?')} ({why})"
+
+
 def _print(
-    record: ConsumerRecord[bytes, bytes], as_json: bool, out: IO[str], dead_letters: str | None
+    record: ConsumerRecord[bytes, bytes],
+    as_json: bool,
+    out: IO[str],
+    dead_letters: str | None,
+    finals: str | None = None,
 ) -> bool:
     """Writes one record; whether it was a turn (what ``limit`` counts)."""
+    if finals is not None and record.topic == finals:
+        key = (record.key or b"").decode()
+        named = {name: data.decode(errors="replace") for name, data in record.headers or ()}
+        if as_json:
+            final = {"key": key, "headers": named, "value": orjson.loads(record.value)}
+            out.write(orjson.dumps({"final": final}).decode() + "\n")
+        else:
+            out.write(describe_final(key, named) + "\n")
+        out.flush()
+        return False
     value = orjson.loads(record.value)
     if dead_letters is not None and record.topic == dead_letters:
         shown = {"dead_letter": value} if as_json else None

@@ -47,10 +47,12 @@ def test_compose_creates_every_topic_the_worker_uses_with_its_partition_count() 
         settings.topic_decisions,
         settings.topic_turns,
         settings.topic_dlq,
+        settings.topic_final,
     ):
         assert f"--topic {topic}" in script
     assert f"--partitions {settings.partitions}" in script
     assert "--topic turns --config cleanup.policy=compact" in script
+    assert "--topic turns.final --config cleanup.policy=compact" in script
     assert settings.broker_url == "kafka://kafka:9092"
     assert f"127.0.0.1:{settings.web_port}:{settings.web_port}" in services["worker"]["ports"]
     assert services["worker"]["depends_on"]["topics"]["condition"] == (
@@ -386,6 +388,7 @@ def topics_a_worker_declares(settings: Settings) -> dict[str, int]:
     # Declared in the worker's start-up task, with STREAM_APP_PARTITIONS partitions.
     names[settings.topic_turns] = settings.partitions
     names[settings.topic_dlq] = settings.partitions
+    names[settings.topic_final] = settings.partitions
     return names
 
 
@@ -413,11 +416,11 @@ def test_the_topics_job_creates_every_topic_a_worker_would(tmp_path: Path, sourc
     }
     changelogs = {
         f"{settings.id}-{table}-changelog"
-        for table in ("sessions", "entries", "decisions", "turn_bodies")
+        for table in ("sessions", "entries", "decisions", "turn_bodies", "due")
     }
     # The state is the changelogs: compacted, never deleted by time; the turn topic keeps the
-    # latest revision of every key.
-    assert compacted == changelogs | {settings.topic_turns}
+    # latest revision of every key, the final topic every turn once.
+    assert compacted == changelogs | {settings.topic_turns, settings.topic_final}
     for name in changelogs:
         assert "retention.ms" not in topics[name]["config"], name
     # Everything that must wait for a stopped group has a stated retention (a week).

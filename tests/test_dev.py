@@ -246,8 +246,10 @@ def _logs_folder(stdout: str) -> Path:
 
 
 def test_dev_demo_shows_revisions_and_dead_letters_and_removes_its_folder(
-    start_dev: Callable[..., Dev],
+    start_dev: Callable[..., Dev], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # A window shorter than the demo's own (20 s), so that the turns go final sooner.
+    monkeypatch.setenv("STREAM_APP_LATE_DECISION_WINDOW_SECONDS", "8")
     dev = start_dev(free_port(), "--demo")
     dev.wait_for_stdout("starting the embedded broker (tansu)...\n", timeout=10)  # at once
     assert dev.stdout.startswith("starting the embedded broker")  # the first line
@@ -257,6 +259,13 @@ def test_dev_demo_shows_revisions_and_dead_letters_and_removes_its_folder(
     dev.wait_for_stdout('turn ["sess-7f3a","msg-a4"], revision 2: ')
     for reason in ("invalid_json", "schema", "tenant_mismatch", "unattributable_decision"):
         dev.wait_for_stdout(f"dead letter: {reason} (")
+    # Each turn once more, when its window has passed: final, at its latest revision.
+    assert "8 s after it" in dev.stdout
+    for call, revision in (("msg-a1", 1), ("msg-a2", 1), ("msg-a3", 1), ("msg-a4", 2)):
+        dev.wait_for_stdout(
+            f'final: turn ["sess-7f3a","{call}"] at revision {revision} (its late-decision '
+            "window has passed)"
+        )
     folder = _logs_folder(dev.stdout)
     assert (folder / "worker.log").is_file()
     dev.process.send_signal(signal.SIGTERM)

@@ -3,6 +3,8 @@ through a SIGKILL and a worker joining. Short windows (seconds) keep these tests
 
 from __future__ import annotations
 
+import asyncio
+import io
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -13,9 +15,11 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from bench.workload import generate
+from stream_app.config import Settings
 from stream_app.core.records import turn_key
 from stream_app.core.revisions import read_headers
 from stream_app.embedded_broker import EmbeddedBroker
+from stream_app.export import export
 from stream_app.models.topics import partition_for
 from tests.contracts import assert_valid_turn
 from tests.kafka_io import create_topics
@@ -69,6 +73,12 @@ class FinalReader:
         self.consumer.close()
 
 
+def line_value(line: bytes) -> tuple[bytes, bytes]:
+    """A TURNS line's key, and its value's bytes as written."""
+    key = orjson.loads(line)["key"].encode()
+    return key, line[line.index(b',"value":') + len(b',"value":') : -1]
+
+
 def with_final_topic(pipeline: Pipeline, window: float) -> FinalReader:
     topic = pipeline.topics["STREAM_APP_TOPIC_FINAL"]
     create_topics(pipeline.broker.bootstrap, [topic], PARTITIONS)
@@ -119,6 +129,14 @@ def test_every_turn_goes_final_once_within_seconds_of_its_window_with_no_input_a
             delays.append(r["read_at"] - headers.final_after)
         order = [orjson.loads(r["key"])[1] for r in finals.records]
         assert order == ["msg-a1", "msg-a2", "msg-a3", "msg-a4"]  # as first emitted
+        # stream-app export reads the final topic: every record, no window arithmetic.
+        named = {k.removeprefix("STREAM_APP_").lower(): v for k, v in pipeline.topics.items()}
+        settings = Settings(**named, broker_url=pipeline.broker.url)
+        sink = io.BytesIO()
+        counts = asyncio.run(export(settings, sink))
+        exported = [line_value(line) for line in sink.getvalue().splitlines()]
+        assert exported == [(r["key"], r["value"]) for r in finals.records]
+        assert counts["written"] == 4
         print(f"\nfinal delay after final_after: {min(delays):.2f}-{max(delays):.2f} s")
         assert min(delays) > 0 and max(delays) < PROMISED_DELAY
     finally:

@@ -29,10 +29,9 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from bench.workload import generate
-from stream_app.config import Settings
 from stream_app.core.revisions import read_headers
 from stream_app.embedded_broker import WORKER_SETTINGS, EmbeddedBroker
-from stream_app.export import export, read_to_end
+from stream_app.export import read_to_end
 from stream_app.models.topics import partition_for
 from tests.contracts import assert_valid_turn, assert_valid_turn_key
 from tests.kafka_io import create_topics
@@ -201,18 +200,11 @@ def assert_round_trip(r: Round, source: Path) -> dict[str, dict[str, Any]]:
         (instant,) = instants
         assert r.started + WINDOW - 1 <= instant <= time.time() + WINDOW
 
-    # By default only final turns: none is yet, the window being six hours.
+    # By default the final topic: no turn is final yet, the window being six hours.
     done = r.cli("export", "--out", str(r.workdir / "final.jsonl"))
     assert done.returncode == 0, done.stderr
     assert read_lines(r.workdir / "final.jsonl") == []
-    assert f"0 final, {len(exported)} open left out" in done.stderr
-    # Seven hours on, every turn is final and written.
-    settings = Settings(**{k.removeprefix("STREAM_APP_").lower(): v for k, v in r.env.items()})
-    later = r.workdir / "later.jsonl"
-    with later.open("wb") as sink:
-        counts = asyncio.run(export(settings, sink, clock=lambda: time.time() + WINDOW + 3600))
-    assert counts["final"] == counts["written"] == len(exported)
-    assert read_lines(later) == read_lines(out)
+    assert "0 written to" in done.stderr and "final turns only" in done.stderr
     return exported
 
 
@@ -324,7 +316,7 @@ def on_a_terminal(args: list[str], env: dict[str, str]) -> tuple[int, str]:
 def test_publish_and_export_draw_a_progress_bar_on_a_terminal(
     broker: EmbeddedBroker, topics: dict[str, str], workdir: Path
 ) -> None:
-    names = [topics[f"STREAM_APP_TOPIC_{t}"] for t in ("MESSAGES", "DECISIONS", "TURNS")]
+    names = [topics[f"STREAM_APP_TOPIC_{t}"] for t in ("MESSAGES", "DECISIONS", "TURNS", "FINAL")]
     create_topics(broker.bootstrap, names, PARTITIONS)
     env = {**os.environ, **WORKER_SETTINGS, **topics, "STREAM_APP_BROKER_URL": broker.url}
     status, shown = on_a_terminal(["publish", str(EXAMPLE)], env)

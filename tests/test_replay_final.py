@@ -1,0 +1,79 @@
+"""SPEC §8, replay: ``--final-out`` writes every turn once, its latest revision byte for byte,
+in the order the turns were first emitted."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+
+from bench.workload import generate
+from tests.contracts import assert_valid_turn
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "session.jsonl"
+
+
+def replay(tmp_path: Path, source: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "stream_app",
+            "replay",
+            str(source),
+            "--out",
+            str(tmp_path / "turns.jsonl"),
+            "--dlq",
+            str(tmp_path / "dlq.jsonl"),
+            "--final-out",
+            str(tmp_path / "final.jsonl"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, **env},
+    )
+
+
+def key_and_value(line: bytes) -> tuple[str, bytes]:
+    """A TURNS line's key, and its value's bytes as written."""
+    key = orjson.loads(line)["key"]
+    return key, line[line.index(b',"value":') + len(b',"value":') : -1]
+
+
+def assert_final_lines(tmp_path: Path) -> list[str]:
+    """The FINAL file against the TURNS file; returns its keys."""
+    latest: dict[str, bytes] = {}
+    first: list[str] = []
+    for line in (tmp_path / "turns.jsonl").read_bytes().splitlines():
+        key, value = key_and_value(line)
+        if key not in latest:
+            first.append(key)
+        latest[key] = value
+    finals = [key_and_value(line) for line in (tmp_path / "final.jsonl").read_bytes().splitlines()]
+    assert [key for key, _ in finals] == first  # once each, in first-emission order
+    for key, value in finals:
+        assert value == latest[key]  # the latest revision, byte for byte
+        assert_valid_turn(orjson.loads(value))
+    return first
+
+
+def test_the_examples_turns_are_each_final_once_at_the_end(tmp_path: Path) -> None:
+    done = replay(tmp_path, EXAMPLE)
+    assert done.returncode == 0, done.stderr
+    keys = assert_final_lines(tmp_path)
+    assert [orjson.loads(k)[1] for k in keys] == ["msg-a1", "msg-a2", "msg-a3", "msg-a4"]
+    assert "4 turns emitted, 1 revision, 4 final" in done.stderr
+
+
+def test_turns_closed_early_by_a_limit_keep_their_place_in_the_final_file(tmp_path: Path) -> None:
+    source = tmp_path / "workload.jsonl"
+    source.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in generate(3_000, 40)))
+    done = replay(tmp_path, source, STREAM_APP_MAX_OPEN_TURNS="2")
+    assert done.returncode == 0, done.stderr
+    assert len(assert_final_lines(tmp_path)) > 100
