@@ -1,85 +1,60 @@
-"""Two plain Faust apps the worker is compared with in ``python -m bench`` (issue 9).
+"""Two plain Faust apps the worker is compared with in ``python -m bench``, (f) and (g).
 
-- ``passthrough``, tuned: one agent over the input topics; ``orjson.loads`` each value and
-  send it on (re-encoded, as the raw loop does) to one output topic, a ``send`` per event.
-  Tunings: the root logger back to WARNING after start-up (Faust's spinner handler leaves
-  it at DEBUG), ``producer_linger=0.005``, ``stream_buffer_maxsize=65536``,
-  ``cython_optimizations=True``, raw key and value serializers.
-- ``table``, naive: the same input, ``table[key] = value`` in a Faust Table (memory store,
-  Faust's json codec) and a ``send`` per event; Faust's defaults otherwise.
+- ``passthrough``, tuned: ``orjson.loads`` each value and send it on re-encoded, as the raw
+  loop does, a ``send`` per event; quiet logging, a 5 ms linger, a large stream buffer,
+  Cython, raw serializers.
+- ``table``, naive: ``table[key] = value`` in a Faust Table (memory store, Faust's json
+  codec) and a ``send`` per event; Faust's defaults otherwise.
 
-Both run with the worker's settings for the cluster (``bench/cluster.py``): on tansu, what
-it needs to be measured at all (``WORKER_SETTINGS``: fast group membership, and a 20 ms
-fetch wait instead of Faust's hard-coded 1,500 ms, which tansu would hold every fetch
-for); on a user's cluster, the ``STREAM_APP_*`` settings of the environment, connection
-security included. A malformed value goes out as it came, as in the raw loop, so every
-input record has exactly one output record, which the benchmark reads back and checks
-against :func:`expected_output`.
-
-``STREAM_APP_BROKER_URL=... python -m bench.peers KIND ...`` runs one of them (the
-benchmark starts it as a subprocess, as it starts the worker); ``/ready`` answers 200 once
-its partitions are assigned and its streams resumed.
+Both run with the worker's settings, its fetch wait included (tansu holds every fetch for
+Faust's own 1,500 ms). Each input record has one output, checked by ``expected_output``.
 """
 
 from __future__ import annotations
 
-import argparse
-import collections
 import logging
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from bench.cluster import Cluster
-from bench.reading import from_the_start, peak_rss_kib, wait_ready
-from stream_app.clients import ClientOptions
 from stream_app.config import Settings
 from stream_app.embedded_broker import free_port
 
-KINDS = {
-    "passthrough": "Faust passthrough agent, tuned",
-    "table": "Faust table agent, naive",
-}
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def passthrough_value(value: bytes) -> bytes:
-    """What the raw loop and the passthrough agent send for an input value."""
-    try:
-        return orjson.dumps(orjson.loads(value))
-    except orjson.JSONDecodeError:
-        return value  # the bad ones go out as they came, like dead letters
+Peer = tuple["subprocess.Popen[bytes]", int]
+KINDS = {"passthrough": "Faust passthrough agent, tuned", "table": "Faust table agent, naive"}
 
 
 def naive_value(value: bytes) -> Any:
-    """What the naive table agent stores and sends (Faust's json codec encodes it)."""
+    """The value parsed, or as it came when malformed (it goes out so, like a dead letter):
+    what the naive table agent stores and sends, Faust's json codec encoding it."""
     try:
         return orjson.loads(value)
     except orjson.JSONDecodeError:
         return value
 
 
+def passthrough_value(value: bytes) -> bytes:
+    """What the raw loop and the passthrough agent send for an input value."""
+    doc = naive_value(value)
+    return doc if isinstance(doc, bytes) else orjson.dumps(doc)
+
+
 def expected_output(kind: str, value: bytes) -> bytes:
     """The output record's value the ``kind`` peer produces for an input value."""
-    if kind == "passthrough":
-        return passthrough_value(value)
     from faust.serializers import codecs
 
-    doc = naive_value(value)
-    # Faust's serializer passes bytes through as they are (a malformed value, here).
-    return doc if isinstance(doc, bytes) else codecs.dumps("json", doc)
+    doc = naive_value(value)  # Faust's serializer passes bytes through as they are
+    if kind == "passthrough" or isinstance(doc, bytes):
+        return passthrough_value(value)
+    return codecs.dumps("json", doc)
 
 
-# -- the apps (run in the peer's own process) -----------------------------------------------
-
-
-def create_app(args: argparse.Namespace) -> Any:
+def create_app(spec: dict[str, Any]) -> Any:
     import faust
     from faust.transport.drivers import aiokafka as faust_aiokafka
 
@@ -103,34 +78,30 @@ def create_app(args: argparse.Namespace) -> Any:
         def _new_transport(self) -> Transport:
             return Transport(self.conf.broker_consumer, self)
 
-    as_the_worker: dict[str, Any] = {
-        "broker_session_timeout": settings.session_timeout_seconds,
-        "broker_heartbeat_interval": settings.heartbeat_interval_seconds,
-        "broker_rebalance_timeout": settings.rebalance_timeout_seconds,
-        "broker_credentials": settings.broker_credentials(),
-        "topic_replication_factor": settings.replication_factor,
-    }
-    tuned: dict[str, Any] = {
-        "producer_linger": 0.005,
-        "stream_buffer_maxsize": 65536,
-        "cython_optimizations": True,
-        "key_serializer": "raw",
-        "value_serializer": "raw",
-    }
+    tuned: dict[str, Any] = {"producer_linger": 0.005, "stream_buffer_maxsize": 65536}
     app = App(
-        args.id,
+        spec["id"],
         broker=settings.broker_url,
-        datadir=args.datadir,
-        web_port=args.web_port,
+        datadir=spec["datadir"],
+        web_port=spec["port"],
         web_host="127.0.0.1",
-        topic_partitions=args.partitions,  # the table's changelog, as the input's
-        **as_the_worker,
-        **(tuned if args.kind == "passthrough" else {}),
+        topic_partitions=spec["partitions"],  # the table's changelog, as the input's
+        broker_session_timeout=settings.session_timeout_seconds,
+        broker_heartbeat_interval=settings.heartbeat_interval_seconds,
+        broker_rebalance_timeout=settings.rebalance_timeout_seconds,
+        broker_credentials=settings.broker_credentials(),
+        topic_replication_factor=settings.replication_factor,
+        **(
+            tuned
+            | {"cython_optimizations": True, "key_serializer": "raw", "value_serializer": "raw"}
+            if spec["kind"] == "passthrough"
+            else {}
+        ),
     )
-    source = app.topic(*args.inputs, key_type=bytes, value_type=bytes, value_serializer="raw")
-    sink = app.topic(args.output)
+    source = app.topic(*spec["inputs"], key_type=bytes, value_type=bytes, value_serializer="raw")
+    sink = app.topic(spec["output"])
 
-    if args.kind == "passthrough":
+    if spec["kind"] == "passthrough":
 
         @app.agent(source)
         async def passthrough(stream: Any) -> None:
@@ -142,7 +113,7 @@ def create_app(args: argparse.Namespace) -> Any:
             logging.getLogger().setLevel(logging.WARNING)
 
     else:
-        table = app.Table("latest", partitions=args.partitions)
+        table = app.Table("latest", partitions=spec["partitions"])
 
         @app.agent(source)
         async def naive(stream: Any) -> None:
@@ -163,122 +134,31 @@ def create_app(args: argparse.Namespace) -> Any:
     return app
 
 
-def _arguments(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench.peers", description=__doc__)
-    parser.add_argument("kind", choices=sorted(KINDS))
-    parser.add_argument("--id", required=True, help="the app id (consumer group)")
-    parser.add_argument("--inputs", required=True, nargs="+")
-    parser.add_argument("--output", required=True)
-    parser.add_argument("--partitions", type=int, required=True)
-    parser.add_argument("--web-port", type=int, required=True)
-    parser.add_argument("--datadir", required=True)
-    return parser.parse_args(argv)
-
-
-# -- the benchmark's side ------------------------------------------------------------------
-
-
-class Peer:
-    """One peer app in a subprocess, on its own input and output topics."""
-
-    def __init__(
-        self,
-        kind: str,
-        on: Cluster,
-        run: str,
-        topics: dict[str, str],
-        partitions: int,
-        workdir: Path,
-    ) -> None:
-        self.port = free_port()
-        name = f"{run}-peer-{kind}"  # the app id, which its table's changelog is named after
-        self.log = open(workdir / f"{name}.log", "ab")  # noqa: SIM115
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "bench.peers",
-                kind,
-                "--id",
-                name,
-                "--inputs",
-                topics["messages"],
-                topics["decisions"],
-                "--output",
-                topics["output"],
-                "--partitions",
-                str(partitions),
-                "--web-port",
-                str(self.port),
-                "--datadir",
-                str(workdir / name),
-            ],
-            cwd=ROOT,
+def start(kind: str, on: Cluster, run: str, topics: dict[str, str], workdir: Path) -> Peer:
+    """One peer app in a process of its own, from ``topics`` messages and decisions to
+    ``topics`` output, and the port of its web server."""
+    name, port = f"{run}-peer-{kind}", free_port()  # the app id names its table's changelog
+    spec = {
+        "kind": kind,
+        "id": name,
+        "inputs": [topics["messages"], topics["decisions"]],
+        "output": topics["output"],
+        "partitions": on.partitions,
+        "port": port,
+        "datadir": str(workdir / name),
+    }
+    with open(workdir / f"{name}.log", "ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "bench.peers", orjson.dumps(spec)],
+            cwd=Path(__file__).resolve().parent.parent,
             env={**os.environ, **on.worker_env, "STREAM_APP_BROKER_URL": on.bootstrap},
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
+            stdout=log,
+            stderr=log,
         )
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def wait_ready(self, timeout: float = 60) -> None:
-        wait_ready(self.port, time.monotonic() + timeout, self.alive)
-
-    def peak_rss_mib(self) -> float:
-        return peak_rss_kib(self.process.pid) / 1024
-
-    def stop(self) -> None:
-        from stream_app.embedded_broker import terminate
-
-        terminate(self.process, grace=30)
-        self.log.close()
-
-
-async def read_outputs(
-    options: ClientOptions,
-    topic: str,
-    partitions: int,
-    expected: collections.Counter[tuple[bytes | None, bytes]],
-    timeout: float,
-    fetch_wait_ms: int,
-    alive: Callable[[], bool],
-) -> tuple[float, int]:
-    """Reads ``topic`` until every expected (key, value) has arrived as often as expected.
-
-    Returns the time the last one was read and the number of records read (more than
-    expected only if the peer sent some twice).
-    """
-    consumer = await from_the_start(options, topic, partitions, fetch_wait_ms)
-    missing = collections.Counter(expected)
-    left, read = missing.total(), 0
-    deadline = time.monotonic() + timeout
-    try:
-        while True:
-            batch = await consumer.getmany(timeout_ms=200, max_records=10_000)
-            now = time.monotonic()
-            for records in batch.values():
-                read += len(records)
-                for r in records:
-                    pair = (r.key, r.value)
-                    if missing[pair] > 0:
-                        missing[pair] -= 1
-                        left -= 1
-            if left == 0:
-                return now, read
-            if now > deadline or not alive():
-                why = "the peer exited" if not alive() else f"after {timeout:.0f} s"
-                raise TimeoutError(f"{left} of {expected.total()} outputs missing: {why}")
-    finally:
-        await consumer.stop()
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = _arguments(argv)
-    app = create_app(args)
-    app.Worker(loglevel="warning", quiet=True).execute_from_commandline()
-    return 0
+    return process, port
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    create_app(orjson.loads(sys.argv[1])).Worker(
+        loglevel="warning", quiet=True
+    ).execute_from_commandline()

@@ -1,11 +1,9 @@
 """A realistic workload in replay format: coding-agent sessions with tool loops.
 
-Each session is a run of inference calls (user prompt, assistant with reasoning, text and a
-tool call, the tool's result, ... then a final answer); assistant messages are sometimes
-streamed first and published again when final; edits get a claude-code decision by tool-use
-id (some before their turn, most after) and sometimes a later retention observation by
-inference call id; a few percent of records are redelivered (decisions with regenerated
-ids) and a few are malformed. Sessions interleave at random. Deterministic per seed.
+Sessions of inference calls (a prompt, the assistant's reasoning, text and tool call, the
+tool's result, ... a final answer), some streamed first; edits accepted by a decision, most
+after their turn, and later retention observations; a few percent of records redelivered,
+a few malformed; sessions interleaved at random. Deterministic per seed.
 """
 
 from __future__ import annotations
@@ -13,45 +11,48 @@ from __future__ import annotations
 import argparse
 import random
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import orjson
 
+from stream_app.core.records import TopicKind
+from stream_app.replay import record_value
+
 Line = dict[str, Any]
-LOREM = [
-    "the",
-    "pagination",
-    "helper",
-    "slices",
-    "one",
-    "item",
-    "too",
-    "far",
-    "so",
-    "the",
-    "next",
-    "page",
-    "repeats",
-    "the",
-    "last",
-    "row",
-    "we",
-    "should",
-    "compute",
-    "the",
-    "start",
-    "index",
-    "from",
-    "the",
-    "page",
-    "number",
-    "and",
-    "keep",
-    "the",
-    "end",
-    "exclusive",
-]
+_WORDS = (
+    "the pagination helper slices one item too far so the next page repeats the last row we "
+    "should compute the start index from the page number and keep the end exclusive"
+)
+LOREM = _WORDS.split()
+
+
+def decision(session: str, decision_id: str, call_id: str, when: str, **fields: Any) -> Line:
+    """A claude-code decision accepting the edit of tool call ``call_id``."""
+    return {
+        "decision_id": decision_id,
+        "session_id": session,
+        "user_id": "dev-1",
+        "agent_harness": "claude-code",
+        "file_path": "src/paginate.py",
+        "accepted": True,
+        "explicit": True,
+        "interaction_mode": "agent",
+        "commit_sha": None,
+        "call_id": call_id,
+        "edit_retention_score": None,
+        "observation_delay_ms": None,
+        "occurred_at": when,
+        "captured_at": "2026-11-29T10:00:00Z",
+        "raw": {"hook": "PostToolUse", "tool_use_id": call_id, "cwd": "/home/dev/shop"},
+        **fields,
+    }
+
+
+def chat(session: str, message_id: str, role: int, text: str, **fields: Any) -> bytes:
+    """A small message event: no event id, sequence or time (``role`` 1 user, 2 assistant)."""
+    message = {"role": role, "messageId": message_id, "content": [{"text": text}], **fields}
+    return orjson.dumps({"conversationId": session, "message": message})
 
 
 def _prose(rnd: random.Random, words: int) -> str:
@@ -86,24 +87,8 @@ class _Session:
         }
 
     def _decision(self, call_id: str, n: int, **fields: Any) -> Line:
-        value = {
-            "decision_id": f"{self.sid}-d{n}",
-            "session_id": self.sid,
-            "user_id": "dev-1",
-            "agent_harness": "claude-code",
-            "file_path": "src/paginate.py",
-            "accepted": True,
-            "explicit": True,
-            "interaction_mode": "agent",
-            "commit_sha": None,
-            "call_id": call_id,
-            "edit_retention_score": None,
-            "observation_delay_ms": None,
-            "occurred_at": f"2026-11-29T10:{n % 60:02d}:{self.seq % 60:02d}Z",
-            "captured_at": "2026-11-29T10:00:00Z",
-            "raw": {"hook": "PostToolUse", "tool_use_id": call_id, "cwd": "/home/dev/shop"},
-            **fields,
-        }
+        when = f"2026-11-29T10:{n % 60:02d}:{self.seq % 60:02d}Z"
+        value = decision(self.sid, f"{self.sid}-d{n}", call_id, when, **fields)
         return {"topic": "decisions", "key": self.sid, "value": value}
 
     def plan_call(self, tick: int) -> None:
@@ -197,11 +182,18 @@ def generate(records: int, sessions: int, seed: int = 7) -> Iterator[Line]:
         yield line
 
 
+def encoded(lines: Iterable[Line]) -> list[tuple[TopicKind, bytes | None, bytes]]:
+    """Replay lines as the records a producer sends: (kind, key, value)."""
+    return [
+        (line["topic"], line["key"] and line["key"].encode(), record_value(line["value"]))
+        for line in lines
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=100_000)
-    parser.add_argument("--sessions", type=int, default=1_000)
-    parser.add_argument("--seed", type=int, default=7)
+    for name, default in (("--records", 100_000), ("--sessions", 1_000), ("--seed", 7)):
+        parser.add_argument(name, type=int, default=default)
     parser.add_argument("--out", default="-")
     args = parser.parse_args()
     out = sys.stdout.buffer if args.out == "-" else open(args.out, "wb")  # noqa: SIM115

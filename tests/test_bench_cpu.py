@@ -1,11 +1,11 @@
-"""``bench/cpu.py``'s machine figure: what the cores did, read from /proc/stat."""
+"""``bench/cluster.py``'s machine figure: what the cores did, read from /proc/stat."""
 
 from __future__ import annotations
 
 import os
 import time
 
-from bench.cpu import machine_busy_seconds
+from bench.cluster import machine_busy_seconds
 
 
 def test_busy_seconds_count_a_spin_and_never_more_than_every_core_for_the_whole_time() -> None:

@@ -8,10 +8,10 @@ from typing import Any
 import orjson
 import pytest
 
-from bench.redaction import changed_strings, example_lines
 from bench.workload import generate
 from stream_app.core.redaction import REDACTED, redact, redact_text
 from tests.core import secret_corpus
+from tests.core.negative_corpus import changed_strings, example_lines
 from tests.core.secret_corpus import (
     CATEGORIES,
     CERT_PEM,
