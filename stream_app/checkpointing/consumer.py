@@ -534,6 +534,8 @@ class Consumer(faust_aiokafka.Consumer):
         for tp, expected in list(self._next.items()):
             if ordered(tp.topic) and self._beyond_end(tp, expected):
                 await self._restart(tp, expected)
+            else:
+                self._contradicted.pop(tp, None)  # the high watermark caught up
 
     async def _restart(self, tp: TP, expected: int) -> bool:
         """R14: if the broker's log of ``tp`` ends below ``expected``, the partition is read

@@ -203,6 +203,35 @@ def test_a_broker_that_cannot_say_where_the_log_ends_stops_the_worker(
     assert f"{TOPIC}:0" in str(reason) and "600" in str(reason)
 
 
+def test_a_contradiction_that_passed_does_not_count_towards_a_later_one(
+    consumer: Consumer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = Clock()
+    monkeypatch.setattr(module, "time", clock)
+    consumer._committed_offset[tp] = 600
+    consumer._next[tp] = 600
+    broker = Broker(consumer, monkeypatch, highwater=3, start=0, end=700)
+    asyncio.run(consumer._drain_messages(Fetches(consumer, [])))  # type: ignore[arg-type]
+    clock.now, broker.highwater = 10.0, 700  # the leader caught up
+    asyncio.run(consumer._drain_messages(Fetches(consumer, [])))  # type: ignore[arg-type]
+    clock.now, broker.highwater = 100.0, 3  # another lag, long after
+    asyncio.run(consumer._drain_messages(Fetches(consumer, [])))  # type: ignore[arg-type]
+    assert broker.asked == 2 and broker.crashed == []
+    clock.now = 100.0 + module.PARTITION_END_PATIENCE_S
+    asyncio.run(consumer._drain_messages(Fetches(consumer, [])))  # type: ignore[arg-type]
+    assert len(broker.crashed) == 1
+
+
+class Clock:
+    """``time`` for the consumer module: a monotonic clock the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
 def test_a_partition_whose_topic_is_gone_is_left_alone_until_it_is_back(
     consumer: Consumer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
