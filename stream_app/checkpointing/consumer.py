@@ -65,19 +65,19 @@ R13 A standby's changelog records are applied by the drain loop itself, a fetch'
     the very records that seek read again. A standby's table thus holds every record of
     its changelog up to its offset, none skipped: the worker it is handed to reads on
     from there.
-R14 A partition whose log ends below the offset it expects was made again (its topic
-    deleted and created again): it is read again from the start of its log. Seen when a
-    fetch's high watermark lies below the expectation, at a record below it (Apache Kafka
-    answers a fetch beyond the end OFFSET_OUT_OF_RANGE, and aiokafka then reads the
-    partition from its start: R1 dropped those records as delivered) and at least every
-    ``PARTITION_END_CHECK_S`` (tansu answers such a fetch with nothing: the partition
+R14 A partition whose log ends below the offset it expects was made again (its topic deleted
+    and created again): it is read again from the start of its log. Seen when a fetch's high
+    watermark lies below the expectation, at a record below it (Apache Kafka answers a fetch
+    beyond the end OFFSET_OUT_OF_RANGE, and aiokafka then reads the partition from its
+    start: R1 dropped those records as delivered) and, for every partition, each
+    ``PARTITION_END_CHECK_S`` or so (tansu answers such a fetch with nothing: the partition
     waited); decided by the broker's log end (ListOffsets), as a fetch's high watermark can
     lag behind for a moment. The expectation and the committed offset become the log's
     start, whatever was acknowledged or absent is dropped, and the events of the old log
     still under way count for nothing (R2). A commit under way is waited for first, so the
-    old offset it records cannot land after. Logged once, counted, and counted as
-    re-reading until the read reaches where that log ended. A broker whose log end keeps
-    contradicting its fetches for ``PARTITION_END_PATIENCE_S`` stops the worker.
+    old offset it records cannot land after. Logged once, counted, and counted as re-reading
+    until the read reaches where that log ended. A broker whose log end keeps contradicting
+    its fetches for ``PARTITION_END_PATIENCE_S`` stops the worker.
 """
 
 from __future__ import annotations
