@@ -9,8 +9,6 @@ turn that did not come.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +18,7 @@ from stream_app.config import Settings
 from stream_app.core.fields import near_misses
 from stream_app.publish import Outgoing, check
 from tests.factories import ORG, assistant, decision, message
+from tests.test_replay import replay
 
 
 def _line(topic: str, value: Any) -> bytes:
@@ -74,25 +73,7 @@ def test_replay_ends_naming_sessions_left_waiting(tmp_path: Path) -> None:
         _line("decisions", decision("waits", call_id="never")),
     ]
     source.write_bytes(b"\n".join(lines) + b"\n")
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "stream_app",
-            "replay",
-            str(source),
-            "--out",
-            str(tmp_path / "t.jsonl"),
-            "--dlq",
-            str(tmp_path / "d.jsonl"),
-            "--org-id",
-            ORG,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = replay(tmp_path, source, "--org-id", ORG)
     assert done.returncode == 0, done.stderr
     warnings = [line for line in done.stderr.splitlines() if ": warning: " in line]
     assert warnings == [
