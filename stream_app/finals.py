@@ -30,6 +30,7 @@ from stream_app import metrics
 from stream_app.core import finality
 from stream_app.core.finality import WINDOW
 from stream_app.core.records import FinalTurn
+from stream_app.slices import Slices
 from stream_app.state.due import IndexedSessions
 from stream_app.state.sessions import Snapshot
 
@@ -52,17 +53,25 @@ class Finalizer:
         if not closed:
             return
         finals: list[FinalTurn] = []
+        pause = Slices()  # a checkpoint's thousands of turns, rendered and dropped in slices
         for session_id, keys in closed.items():
-            state = self.store.get(session_id)
-            assert state is not None, "a session with closed turns is never deleted"
-            finals += [finality.final_of(state, state.closed[key]) for key in keys]
+            await pause()
+            # A session with closed turns is never deleted, and they change only here; a
+            # state that no longer reads (``TableSessions._read``) has nothing to write.
+            if (state := self.store.get(session_id)) is not None:
+                finals += [
+                    finality.final_of(state, state.closed[k]) for k in keys if k in state.closed
+                ]
         await self.send(finals)
         self._observe(finals)
         for session_id, keys in closed.items():
-            state = self.store.get(session_id)  # read again: the send gave the loop back
-            assert state is not None
+            await pause()
+            state = self.store.get(session_id)  # read again: the loop was given back
+            if state is None:
+                continue
             for key in keys:
-                state.drop_closed(key)
+                if key in state.closed:
+                    state.drop_closed(key)
             if finality.spent(state):
                 self.store.delete(session_id)
             else:

@@ -146,7 +146,8 @@ FINAL_DELAY = Histogram(
 FINAL_WAITING = Gauge(
     "stream_app_final_waiting_turns",
     "Turns past their final_after (or closed early) whose final record is not written yet, "
-    "in the sessions this worker's last tick of each partition read.",
+    "as each partition's last tick found them: closed in the sessions it read, and one for "
+    "each session due it left to the next tick (counted up to 1,000 a partition).",
     registry=REGISTRY,
 )
 

@@ -39,7 +39,10 @@ class Pipeline:
         self.store = store
         self.clock = clock
         self.finals_now = finals_now
-        self.waiting = 0  # closed turns not yet written in the sessions the last tick read
+        # Turns the last tick left waiting for their final record: closed in the sessions it
+        # read, and one for each session due that its limit left (``SessionStore.due_left``).
+        self.waiting = 0
+        self.more_due = False  # whether the last tick's limit left sessions due
 
     def decode(
         self, record: SourceRecord, parsed: Json | None = None
@@ -92,21 +95,24 @@ class Pipeline:
                 self._expire(state, now, out)
         return out
 
-    def tick(self, partition: int | None = None) -> Outputs:
+    def tick(self, partition: int | None = None, limit: int | None = None) -> Outputs:
         """Closes the turns due by now of the sessions the store's due index names (of one
-        partition; None: all), and brings closed turns still to be written into the next
-        checkpoint (found in the index after a restart). Costs in proportion to the
-        sessions due, not to those held (``state/due.py``)."""
+        partition; None: all), the first ``limit`` (``more_due`` says whether that left
+        some), and brings closed turns still to be written into the next checkpoint (found
+        in the index after a restart). Costs in proportion to the sessions due, not to
+        those held (``state/due.py``)."""
         out = Outputs()
         now = self.clock()
         waiting = 0
-        for session_id, key in self.store.due(partition, now, self.policy):
+        due = self.store.due(partition, now, self.policy, limit)
+        self.more_due = self.store.due_left > 0
+        for session_id, key in due:
             state = self.store.get(session_id)
             if state is not None:
                 self._expire(state, now, out)
                 waiting += len(state.closed)
             self.store.due_read(key, state)
-        self.waiting = waiting
+        self.waiting = waiting + self.store.due_left  # each of those has a turn at least
         return out
 
     def _expire(self, state: SessionState, now: float, out: Outputs) -> None:

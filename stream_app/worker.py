@@ -47,6 +47,7 @@ SWEEP = b'{"sweep":true}'  # the leader's timer record on a sessions partition: 
 # owner closes the turns due by its clock, in order with the partition's records (the
 # due index, ``state/due.py``, names them).
 TICK = b'{"tick":true}'
+TICK_SESSIONS = 20  # sessions a tick reads at most (about a run of records' time)
 
 
 @dataclass
@@ -156,8 +157,14 @@ class Worker:
         if value is None:
             return  # nothing this app writes
         if value == TICK:
-            batch.emitted.append(Emitted(self.pipeline.tick(msg.partition), None))
-            self.waiting[msg.partition] = self.pipeline.waiting
+            # A tick reads TICK_SESSIONS sessions at most, so that it holds the event loop no
+            # longer than a run of records; one that leaves some sends its partition another
+            # tick, which comes back in order with the partition's records.
+            pipeline, partition = self.pipeline, msg.partition
+            batch.emitted.append(Emitted(pipeline.tick(partition, TICK_SESSIONS), None))
+            if pipeline.more_due:
+                batch.forward.append(Forward(b"", TICK, partition, time.time()))
+            self.waiting[partition] = pipeline.waiting
             metrics.FINAL_WAITING.set(sum(self.waiting.values()))
             return
         if value == SWEEP:

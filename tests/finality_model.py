@@ -80,8 +80,10 @@ class DictTable:
     def items_from(self, partition: int, prefix: bytes) -> list[tuple[bytes, bytes]]:
         return [(k, self.data[k]) for k in self.keys_from(partition, prefix)]
 
-    def keys_between(self, partition: int, low: bytes, high: bytes) -> list[bytes]:
-        return [k for k in self.order.below(high, self.data.__contains__) if k >= low]
+    def keys_between(
+        self, partition: int, low: bytes, high: bytes, limit: int | None = None
+    ) -> list[bytes]:
+        return [k for k in self.order.below(high, self.data.__contains__, limit) if k >= low]
 
 
 @dataclass

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import io
 import time
+import urllib.request
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,12 @@ class FinalReader:
         self.consumer.close()
 
 
+def session_view(port: int) -> dict[str, Any]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/sessions/sess-7f3a", timeout=10) as r:
+        view: dict[str, Any] = orjson.loads(r.read())
+    return view
+
+
 def line_value(line: bytes) -> tuple[bytes, bytes]:
     """A TURNS line's key, and its value's bytes as written."""
     key = orjson.loads(line)["key"].encode()
@@ -111,9 +118,14 @@ def test_every_turn_goes_final_once_within_seconds_of_its_window_with_no_input_a
     try:
         lines = example_lines()
         expected, letters = replayed(lines, pipeline.topics)
-        pipeline.worker().start().wait_ready()
+        worker = pipeline.worker().start()
+        worker.wait_ready()
         pipeline.publish([{**line, "key": "sess-7f3a"} for line in lines])
         pipeline.wait_for(expected, letters, timeout=60)
+        # /sessions/{id} says which turns are final (none yet, unless the machine is slow).
+        for row in session_view(worker.port)["finality"]:
+            assert row["inference_call_id"] in {"msg-a1", "msg-a2", "msg-a3", "msg-a4"}
+            assert row["final"] is (row.get("final_reason") == "window")
         # Nothing more is published: the turns go final on the worker's clock alone.
         finals.wait_for({k.encode() for k in expected}, timeout=window + 30)
         latest = latest_on_turns(pipeline)
@@ -127,6 +139,11 @@ def test_every_turn_goes_final_once_within_seconds_of_its_window_with_no_input_a
             assert r["partition"] == partition_for(b"sess-7f3a", PARTITIONS)
             assert key == turn_key("sess-7f3a", orjson.loads(r["value"])["inference_call_id"])
             delays.append(r["read_at"] - headers.final_after)
+        deadline = time.monotonic() + 10  # every turn written: none left in the state
+        while (view := session_view(worker.port))["finality"]:
+            assert time.monotonic() < deadline, view["finality"]
+            time.sleep(0.05)
+        assert view["turns"] == [] and view["closed"] == []
         order = [orjson.loads(r["key"])[1] for r in finals.records]
         assert order == ["msg-a1", "msg-a2", "msg-a3", "msg-a4"]  # as first emitted
         # stream-app export reads the final topic: every record, no window arithmetic.

@@ -156,13 +156,10 @@ def test_a_final_written_before_a_crash_is_written_again_identical_and_only_then
 
 
 def finals_left(tables: Tables) -> int:
-    """Closed turns still in the tables: each would be written final again."""
-    left = 0
-    for value in tables.entries.data.values():
-        fields = orjson.loads(value)
-        if isinstance(fields[1], list) and len(fields[1]) == 8 and fields[1][7] is not None:
-            left += 1
-    return left
+    """Closed turns still in the tables (each would be written final again): the sessions
+    as a worker reads them back."""
+    store = ModelWorker(tables, Policy(org_id=ORG), [T0]).store
+    return sum(len(s.closed) for sid in store.session_ids() if (s := store.read(sid)[0]))
 
 
 def race(policy: Policy, before: list[str], again: list[str], stop_at: int) -> Tables:
@@ -414,3 +411,31 @@ def test_windows_passing_and_limits_closing_turns_mid_stream_still_write_each_tu
     tables = run_schedule(policy, streams, schedule, seconds=9.0)
     assert_once(tables)
     assert finals_left(tables) == 0 and tables.heads.data == {}
+
+
+def test_a_tick_reads_its_limit_of_the_sessions_due_oldest_first_and_says_what_it_left() -> None:
+    policy = Policy(org_id=ORG, late_decision_window_seconds=600.0)
+    clock, tables = [T0], Tables()
+    worker = ModelWorker(tables, policy, clock)
+    for s in range(5):  # due one second apart, s0 first
+        clock[0] = T0 + s
+        worker.apply(record(MESSAGES, s, assistant(f"s{s}", message_id=f"a{s}")))
+    worker.checkpoint()
+    clock[0] = T0 + 700
+    pipeline, closed = worker.pipeline, []
+    while True:
+        out = pipeline.tick(0, limit=2)
+        closed.append(out.counts["turns_closed"])
+        if not pipeline.more_due:
+            break
+        assert pipeline.waiting == 2 + worker.store.due_left
+        worker.checkpoint()  # the finals written; the next checkpoint moves the keys on
+        worker.checkpoint()
+    worker.checkpoint()
+    assert closed == [2, 2, 1]
+    written = [f.inference_call_id for f in tables.finals]  # sessions in any order at once
+    assert [set(written[:2]), set(written[2:4]), written[4:]] == [
+        {"a0", "a1"},
+        {"a2", "a3"},
+        ["a4"],
+    ]

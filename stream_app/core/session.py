@@ -473,8 +473,9 @@ class SessionState:
 
     def close_turn(self, key: str, closed: Closed) -> EmittedTurn:
         """Closes an open turn (``core/finality.py``): no decision reaches it and it never
-        changes again; it is a new entry (E4 of ``state/entries.py``), kept with its
-        decisions until its final record is written (``drop_closed``)."""
+        changes again; it is kept, its entry as it was (the head names it closed,
+        ``state/entries.py``), with its decisions until its final record is written
+        (``drop_closed``)."""
         turn = self.turns.pop(key)
         self.open_turn_bytes -= turn.size
         for rid in turn.reach:
@@ -491,7 +492,6 @@ class SessionState:
                 if not resends:
                     del self._resends[d.resend_of]
         turn.closed = closed
-        self.changed_turn(turn)
         self.closed[key] = turn
         return turn
 

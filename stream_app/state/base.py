@@ -11,9 +11,14 @@ from stream_app.core.expiry import state_due_at
 from stream_app.core.policy import Policy
 from stream_app.core.session import SessionState
 
+# How many sessions due beyond its limit a read of the due index counts (``due_left``).
+DUE_COUNTED = 1_000
+
 
 class SessionStore(ABC):
     collapse: Collapse  # the decisions of these sessions collapsed so far
+    # Sessions due that the last ``due`` left out past its limit, counted up to DUE_COUNTED.
+    due_left = 0
 
     @abstractmethod
     def get(self, session_id: str) -> SessionState | None: ...
@@ -31,16 +36,20 @@ class SessionStore(ABC):
     @abstractmethod
     def __len__(self) -> int: ...
 
-    def due(self, partition: int | None, now: float, policy: Policy) -> list[tuple[str, bytes]]:
-        """The sessions a tick has work for by ``now`` (``core/finality.due``), each with its
-        entry in the store's due index (``due_read`` is given it back). This one reads every
-        session: a store that keeps an index (``state/due.py``) reads only those due."""
+    def due(
+        self, partition: int | None, now: float, policy: Policy, limit: int | None = None
+    ) -> list[tuple[str, bytes]]:
+        """The sessions a tick has work for by ``now`` (``core/finality.due``), the first
+        ``limit``, each with its entry in the store's due index (``due_read`` is given it
+        back). This one reads every session: a store that keeps an index
+        (``state/due.py``) reads only those due."""
         due = []
         for session_id in self.session_ids():
             state = self.get(session_id)
             if state is not None and (at := finality.due(state, policy)) is not None and at < now:
                 due.append((session_id, b""))
-        return due
+        self.due_left = 0 if limit is None else min(DUE_COUNTED, max(0, len(due) - limit))
+        return due[:limit]
 
     def due_read(self, key: bytes, state: SessionState | None) -> None:
         """A tick has read the session of the due entry ``key``, and left it as ``state``

@@ -35,6 +35,7 @@ from stream_app.core import finality
 from stream_app.core.policy import Policy
 from stream_app.core.session import SessionState
 from stream_app.slices import Slices
+from stream_app.state.base import DUE_COUNTED
 from stream_app.state.sessions import Snapshot, StateTable, TableSessions
 from stream_app.state.tables import MemoryStore
 
@@ -65,7 +66,9 @@ class DueTable(StateTable, Protocol):
     """What the index asks of its table: ``state/tables.KeyPartitionedTable`` with
     ``OrderedMemoryStore`` for ``memory://``; a sorted stand-in in the tests."""
 
-    def keys_between(self, partition: int, low: bytes, high: bytes) -> list[bytes]: ...
+    def keys_between(
+        self, partition: int, low: bytes, high: bytes, limit: int | None = None
+    ) -> list[bytes]: ...
 
 
 @dataclass
@@ -102,16 +105,17 @@ class IndexedSessions(TableSessions):
 
     # -- reading ---------------------------------------------------------------------
 
-    def due(self, partition: int | None, now: float, policy: Policy) -> list[tuple[str, bytes]]:
+    def due(
+        self, partition: int | None, now: float, policy: Policy, limit: int | None = None
+    ) -> list[tuple[str, bytes]]:
         """The sessions whose index key is due by ``now`` in ``partition`` (None: every
-        partition), with their keys: one range read of the index."""
+        partition), the first ``limit``, with their keys: one range read of the index, which
+        counts up to DUE_COUNTED more (``due_left``)."""
         partitions: Iterable[int] = range(self.partitions) if partition is None else (partition,)
-        high = bound(now)
-        return [
-            (session_of_due(key).decode(), key)
-            for p in partitions
-            for key in self.due_table.keys_between(p, b"", high)
-        ]
+        high, read = bound(now), None if limit is None else limit + DUE_COUNTED
+        keys = [k for p in partitions for k in self.due_table.keys_between(p, b"", high, read)]
+        self.due_left = 0 if limit is None else max(0, len(keys) - limit)
+        return [(session_of_due(key).decode(), key) for key in keys[:limit]]
 
     def due_read(self, key: bytes, state: SessionState | None) -> None:
         """A key whose session is gone, or names another instant, is deleted."""
@@ -183,28 +187,31 @@ class OrderedKeys:
     def add(self, key: bytes) -> None:
         heapq.heappush(self.heap, key)
 
-    def below(self, high: bytes, live: Callable[[bytes], bool]) -> list[bytes]:
-        """The live keys below ``high``, in order. Looks at the heap's entries below
-        ``high`` and their children only (a parent is never above its children)."""
+    def below(
+        self, high: bytes, live: Callable[[bytes], bool], limit: int | None = None
+    ) -> list[bytes]:
+        """The live keys below ``high`` in order, the first ``limit`` of them. Walks the
+        heap from its root, smallest first (a parent is never above its children): it
+        looks at the keys it returns and at the one after them."""
         heap = self.heap
         while heap and not live(heap[0]):
             heapq.heappop(heap)
             self.steps += 1
-        found: set[bytes] = set()
-        stack = [0]
+        found: list[bytes] = []
+        frontier = [(heap[0], 0)] if heap else []
         size = len(heap)
-        while stack:
-            i = stack.pop()
-            if i >= size:
-                continue
-            key = heap[i]
+        while frontier and (limit is None or len(found) < limit):
+            key, i = heapq.heappop(frontier)
             self.steps += 1
             if key >= high:
-                continue
-            if live(key):
-                found.add(key)  # a key deleted and written again is in the heap twice
-            stack += (2 * i + 1, 2 * i + 2)
-        return sorted(found)
+                break
+            # A key deleted and written again is in the heap twice: the two come together.
+            if live(key) and (not found or found[-1] != key):
+                found.append(key)
+            for child in (2 * i + 1, 2 * i + 2):
+                if child < size:
+                    heapq.heappush(frontier, (heap[child], child))
+        return found
 
 
 class OrderedMemoryStore(MemoryStore):
@@ -213,9 +220,12 @@ class OrderedMemoryStore(MemoryStore):
 
     ordered: dict[int, OrderedKeys] | None = None  # None: to rebuild from ``data``
 
-    def keys_between(self, partition: int, low: bytes, high: bytes) -> list[bytes]:
+    def keys_between(
+        self, partition: int, low: bytes, high: bytes, limit: int | None = None
+    ) -> list[bytes]:
+        """The due index starts its reads at its lowest key: ``low`` is b"" there."""
         live = self.data.__contains__
-        return [key for key in self._ordered(partition).below(high, live) if key >= low]
+        return [key for key in self._ordered(partition).below(high, live, limit) if key >= low]
 
     def _ordered(self, partition: int) -> OrderedKeys:
         if self.ordered is None:

@@ -73,6 +73,9 @@ class Head(TypedDict):
     # The instant of the session's entry in the due index (``state/due.py``); absent in
     # heads written before there was one.
     due: NotRequired[float | None]
+    # The closed turns (``core/finality.py``), by entry: [n, reason, final_after]. A turn's
+    # entry does not change when it closes; absent when none is.
+    closed: NotRequired[list[tuple[int, str, float]]]
 
 
 def session_prefix(session_id: str) -> bytes:
@@ -103,6 +106,8 @@ def head(state: SessionState, epoch: int, dropped: Iterable[tuple[str, int]] = (
         "dropped": list(dropped),
         "due": state.written_due,
     }
+    if state.closed:
+        value["closed"] = [(t.entry, *t.closed) for t in state.closed.values() if t.closed]
     return jsonbytes.dumps(value)
 
 
@@ -235,6 +240,7 @@ def decode(
     decisions = {n: StoredDecision.load(v[0], n) for n, v in of(DECISION)}
     turns: dict[str, EmittedTurn] = {}
     closed: dict[str, EmittedTurn] = {}
+    marks = {n: (str(reason), float(at)) for n, reason, at in doc.get("closed", ())}
     for n, (meta,) in sorted(of(TURN), key=lambda item: item[1][0][4]):  # by ``born``
         turn_body = body(meta[0])
         joined = [decisions.pop(d) for d in meta[6] if d in decisions]
@@ -242,6 +248,7 @@ def decode(
             garbage += [found[(TURN, n)][0], *(found[(DECISION, d.entry)][0] for d in joined)]
             continue
         turn = load_turn(turn_body, meta, n, joined)
+        turn.closed = marks.get(n, turn.closed)
         (turns if turn.closed is None else closed)[turn.call_id] = turn
     pending = {}
     for n, (position, identity, sequence, size, message) in sorted(

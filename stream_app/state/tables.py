@@ -102,13 +102,15 @@ class RocksDBStore(_KeyPartitioned, rocksdb.Store):
         """The keys of a partition that start with ``prefix``, in key order."""
         return [key for key, _ in self.items_from(partition, prefix)]
 
-    def keys_between(self, partition: int, low: bytes, high: bytes) -> list[bytes]:
+    def keys_between(
+        self, partition: int, low: bytes, high: bytes, limit: int | None = None
+    ) -> list[bytes]:
         """The keys of a partition from ``low`` up to ``high`` (not included), in key
-        order: one seek, then one step a key (the due index, ``state/due.py``)."""
+        order, the first ``limit``: one seek, then one step a key (``state/due.py``)."""
         it = self._db_for_partition(partition).iter()
         it.seek(low)
-        keys = []
-        while it.valid() and (key := it.key()) < high:
+        keys: list[bytes] = []
+        while it.valid() and (key := it.key()) < high and (limit is None or len(keys) < limit):
             if key != self.offset_key:
                 keys.append(key)
             it.next()
@@ -239,9 +241,11 @@ class KeyPartitionedTable(Table[bytes, bytes]):
     def items_from(self, partition: int, prefix: bytes) -> list[tuple[bytes, bytes]]:
         return cast(RocksDBStore | MemoryStore, self.data).items_from(partition, prefix)
 
-    def keys_between(self, partition: int, low: bytes, high: bytes) -> list[bytes]:
+    def keys_between(
+        self, partition: int, low: bytes, high: bytes, limit: int | None = None
+    ) -> list[bytes]:
         """Only for a table whose stores keep their keys in order (``memory_store``)."""
-        return cast(RocksDBStore, self.data).keys_between(partition, low, high)
+        return cast(RocksDBStore, self.data).keys_between(partition, low, high, limit)
 
     def _new_store_by_url(self, url: str | URL) -> StoreT[bytes, bytes]:
         scheme = URL(str(url)).scheme

@@ -97,3 +97,14 @@ def test_a_read_of_the_heap_looks_at_the_keys_due_and_their_children_only() -> N
         assert keys.below(bound(T0 + 10), live.__contains__) == []
         assert keys.steps <= 5 + 3  # the five dropped, then the root and its two children
     assert steps[0] == steps[1] and steps[1] <= 2 * 5 + 1
+
+
+def test_a_limited_read_of_the_heap_gives_the_smallest_keys_first() -> None:
+    keys = OrderedKeys(due_key(T0 + n, f"s{n}") for n in (5, 3, 9, 1, 7, 2, 8))
+    live = set(keys.heap)
+    assert keys.below(bound(T0 + 8), live.__contains__, limit=3) == [
+        due_key(T0 + n, f"s{n}") for n in (1, 2, 3)
+    ]
+    assert keys.below(bound(T0 + 8), live.__contains__) == [
+        due_key(T0 + n, f"s{n}") for n in (1, 2, 3, 5, 7, 8)
+    ]
