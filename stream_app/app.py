@@ -5,7 +5,9 @@ is decoded (or dead-lettered) and re-keyed by session id onto ``<id>-sessions``,
 worker owns everything of a session; a record already on its session's partition is
 applied where it is (``worker.Routing``). A session's state lives in four tables:
 ``sessions`` (heads), ``entries``, ``turn_bodies`` and ``decisions`` (the collapse), laid
-out so that a checkpoint writes what changed (``state/entries.py``).
+out so that a checkpoint writes what changed (``state/entries.py``); a fifth, ``due``,
+names the sessions by when a turn of theirs goes final (``state/due.py``), whose final
+records a checkpoint writes once it holds their closing (``finals.py``).
 
 Each event the agent receives stands for a run of consecutive records of one partition
 (``Consumer.delivered``): Faust's per-event path then costs once per run. Records are

@@ -174,6 +174,12 @@ class IndexedSessions(TableSessions):
         self._writes.pop(snapshot.number, None)
         await super().release(snapshot)
 
+    def forget_all(self) -> None:
+        """Also the stale keys found: their partitions may have moved (a later tick of the
+        partition's owner finds them again)."""
+        self._stale.clear()
+        super().forget_all()
+
 
 class OrderedKeys:
     """One partition's keys for reads from the lowest up: a binary heap, with a key deleted
