@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import pty
 import subprocess
 import sys
 import uuid
@@ -17,32 +16,14 @@ from stream_app.cli import _parser
 from stream_app.embedded_broker import EmbeddedBroker, free_port
 from stream_app.text import counted
 from tests.kafka_io import create_topics, publish
+from tests.terminal import on_a_terminal
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_replay_on_a_terminal_draws_a_summary_table(tmp_path: Path) -> None:
-    leader, follower = pty.openpty()
-    done = subprocess.run(
-        [sys.executable, "-m", "stream_app", *replay_the_example(tmp_path)],
-        stderr=follower,
-        stdout=subprocess.DEVNULL,
-        timeout=60,
-        check=False,
-    )
-    os.close(follower)
-    shown = b""
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        shown += chunk
-    os.close(leader)
-    assert done.returncode == 0
-    text = shown.decode(errors="replace")
+    status, text = on_a_terminal(replay_the_example(tmp_path))
+    assert status == 0
     assert "replay summary" in text and "turns emitted" in text
     assert "dead letters: tenant_mismatch" in text
 

@@ -8,9 +8,6 @@ checked as a trainer's loader would check it, independently of ``datasets.py``'s
 from __future__ import annotations
 
 import io
-import os
-import pty
-import subprocess
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -33,6 +30,7 @@ from stream_app.datasets import (
 from stream_app.replay import replay
 from tests.contracts import assert_valid_turn, assert_valid_turn_key
 from tests.factories import ORG, assistant, message, tool_call
+from tests.terminal import on_a_terminal
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "session.jsonl"
@@ -589,28 +587,9 @@ def test_export_from_a_replay_file_on_the_command_line(
 def test_export_from_a_file_draws_a_progress_bar_on_a_terminal(tmp_path: Path) -> None:
     turns = tmp_path / "turns.jsonl"
     turns.write_bytes(replayed(EXAMPLE.read_bytes(), org="default"))
-    leader, follower = pty.openpty()
     args = ["export", "--from", str(turns), "--format", "chat", "--out", str(tmp_path / "o.jsonl")]
-    done = subprocess.run(
-        [sys.executable, "-m", "stream_app", *args],
-        stderr=follower,
-        stdout=subprocess.DEVNULL,
-        timeout=60,
-        check=False,
-    )
-    os.close(follower)
-    shown = b""
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        shown += chunk
-    os.close(leader)
-    assert done.returncode == 0
-    text = shown.decode(errors="replace")
+    status, text = on_a_terminal(args)
+    assert status == 0
     assert "reading" in text and "━" in text
     assert "4 chat examples written" in text
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import pty
 import subprocess
 import sys
 import time
@@ -35,6 +34,7 @@ from stream_app.export import read_to_end
 from stream_app.models.topics import partition_for
 from tests.contracts import assert_valid_turn, assert_valid_turn_key
 from tests.kafka_io import create_topics
+from tests.terminal import on_a_terminal
 from tests.test_cli import run as stream_app_cli
 from tests.worker_process import WorkerProcess
 
@@ -286,31 +286,6 @@ def test_a_missing_topic_is_one_line_and_exit_2_for_publish_and_export(
         "stream-app publish: warning: 1 session ends with messages that no finishing message "
         "closes (an assistant message with finishReason): sess-7f3a",
     ]
-
-
-def on_a_terminal(args: list[str], env: dict[str, str]) -> tuple[int, str]:
-    """Runs a command with stderr on a pseudo-terminal; its exit status and what it drew."""
-    leader, follower = pty.openpty()
-    done = subprocess.run(
-        [sys.executable, "-m", "stream_app", *args],
-        stderr=follower,
-        stdout=subprocess.DEVNULL,
-        env=env,
-        timeout=120,
-        check=False,
-    )
-    os.close(follower)
-    shown = b""
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:  # the terminal's other end is closed: all is read
-            break
-        if not chunk:
-            break
-        shown += chunk
-    os.close(leader)
-    return done.returncode, shown.decode(errors="replace")
 
 
 def test_publish_and_export_draw_a_progress_bar_on_a_terminal(
