@@ -43,12 +43,17 @@ class App(faust.App):
         return Transport(self.conf.broker_consumer, self)
 
 
-@pytest.fixture
-def consumer() -> Iterator[Consumer]:
-    app: faust.App = App("test-consumer", broker="kafka://127.0.0.1:9", store="memory://")
+def new_consumer(app_id: str) -> Consumer:
+    """The consumer of a new app named ``app_id``, no broker behind it, that acks ``TOPIC``."""
+    app: faust.App = App(app_id, broker="kafka://127.0.0.1:9", store="memory://")
     app.topics._acking_topics.add(TOPIC)  # as for a topic an agent consumes
     app.consumer_generation_id = 1
-    yield app.consumer  # type: ignore[misc]
+    return app.consumer  # type: ignore[return-value]
+
+
+@pytest.fixture
+def consumer() -> Consumer:
+    return new_consumer("test-consumer")
 
 
 def message(offset: int, generation: int = 1) -> ConsumerMessage:

@@ -8,9 +8,7 @@ test is ``tests/test_log_restart.py``."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
-import faust
 import pytest
 from aiokafka.errors import UnknownTopicOrPartitionError
 from faust.types import TP
@@ -18,15 +16,26 @@ from faust.types import TP
 from stream_app import metrics
 from stream_app.checkpointing import consumer as module
 from stream_app.checkpointing.consumer import Consumer, PartitionEndUnknown
-from tests.checkpointing.test_consumer import TOPIC, App, Fetches, done, message, tp
+from tests.checkpointing.test_consumer import (
+    TOPIC,
+    Fetches,
+    done,
+    drain,
+    message,
+    new_consumer,
+    tp,
+)
+
+OLD_POSITION = 600  # where the old log was read and committed up to: beyond the new log's end
 
 
 @pytest.fixture
-def consumer() -> Iterator[Consumer]:
-    app: faust.App = App("test-log-restart", broker="kafka://127.0.0.1:9", store="memory://")
-    app.topics._acking_topics.add(TOPIC)  # as for a topic an agent consumes
-    app.consumer_generation_id = 1
-    yield app.consumer  # type: ignore[misc]
+def consumer() -> Consumer:
+    """The consumer of ``tp``, at the old log's position."""
+    consumer = new_consumer("test-log-restart")
+    consumer._committed_offset[tp] = OLD_POSITION
+    consumer._next[tp] = OLD_POSITION
+    return consumer
 
 
 class Broker:
@@ -76,12 +85,9 @@ def test_a_read_from_the_start_of_a_log_made_again_is_delivered_not_dropped(
     # Apache Kafka answers a fetch beyond the end with OFFSET_OUT_OF_RANGE, and aiokafka
     # (auto_offset_reset "earliest", Faust's setting) reads the partition from its start:
     # R1 took 0, 1, 2 for records delivered since the last seek and dropped them.
-    consumer._committed_offset[tp] = 600
-    consumer._next[tp] = 600
     Broker(consumer, monkeypatch, highwater=3, start=0, end=3)
     before = restarts()
-    fetches = Fetches(consumer, [0, 1, 2], [0, 1, 2])
-    asyncio.run(consumer._drain_messages(fetches))  # type: ignore[arg-type]
+    fetches = drain(consumer, [0, 1, 2], [0, 1, 2])
     assert fetches.sought == [0]  # read again from the start: 0-2 passed the position
     assert fetches.delivered == [0, 1, 2]
     assert consumer._committed_offset[tp] == 0  # a commit walks from the log's start (R3)
@@ -95,11 +101,8 @@ def test_a_partition_that_fetches_nothing_beyond_its_end_is_read_from_its_start(
 ) -> None:
     # tansu answers a fetch beyond the end with no records and the partition's high
     # watermark: the partition waited, silent, until the new log reached the old position.
-    consumer._committed_offset[tp] = 600
-    consumer._next[tp] = 600
     Broker(consumer, monkeypatch, highwater=3, start=0, end=3)
-    fetches = Fetches(consumer, [], [0, 1, 2])
-    asyncio.run(consumer._drain_messages(fetches))  # type: ignore[arg-type]
+    fetches = drain(consumer, [], [0, 1, 2])
     assert fetches.sought == [0]
     assert fetches.delivered == [0, 1, 2]
     assert consumer.rereading() == 0  # read up to where the log ended when found
@@ -109,11 +112,8 @@ def test_a_partition_that_fetches_nothing_beyond_its_end_is_read_from_its_start(
 def test_while_a_log_made_again_is_read_up_to_its_end_it_is_counted_as_rereading(
     consumer: Consumer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    consumer._committed_offset[tp] = 600
-    consumer._next[tp] = 600
     Broker(consumer, monkeypatch, highwater=5, start=0, end=5)
-    fetches = Fetches(consumer, [], [0, 1, 2])
-    asyncio.run(consumer._drain_messages(fetches))  # type: ignore[arg-type]
+    fetches = drain(consumer, [], [0, 1, 2])
     assert fetches.delivered == [0, 1, 2]
     assert consumer.rereading() == 1  # 3 and 4 still to come
     done(consumer, 0, 1, 2)
@@ -127,12 +127,10 @@ def test_an_old_logs_event_acknowledged_after_the_restart_does_not_count(
     # offset of the new log too: counted, it would carry a commit past a record of the new
     # log that was never applied.
     consumer._committed_offset[tp] = 0
-    consumer._next[tp] = 600
     in_flight = message(1)
     consumer.track_message(in_flight)  # delivered (Faust tracks each event it delivers)
     Broker(consumer, monkeypatch, highwater=3, start=0, end=3)
-    fetches = Fetches(consumer, [0, 1, 2], [0])
-    asyncio.run(consumer._drain_messages(fetches))  # type: ignore[arg-type]
+    fetches = drain(consumer, [0, 1, 2], [0])
     assert fetches.delivered == [0]
     assert not consumer.ack_applied(in_flight)
     done(consumer, 0)
@@ -146,7 +144,6 @@ def test_a_commit_under_way_lands_before_the_restart_not_after_it(
     # Faust then records the offset it committed. Recorded after the restart, it would
     # hold the commit until the new log reached the old position.
     consumer._committed_offset[tp] = 590
-    consumer._next[tp] = 600
     Broker(consumer, monkeypatch, highwater=3, start=0, end=3)
 
     fetches = Fetches(consumer, [], [0])
@@ -154,7 +151,7 @@ def test_a_commit_under_way_lands_before_the_restart_not_after_it(
     async def a_commit_under_way_while_the_partition_is_found() -> None:
         async def commit() -> None:
             await asyncio.sleep(0.05)
-            consumer._committed_offset[tp] = 600  # as Faust records the offset it committed
+            consumer._committed_offset[tp] = OLD_POSITION  # Faust records the offset committed
 
         under_way = asyncio.create_task(commit())
 
@@ -176,14 +173,11 @@ def test_a_high_watermark_below_the_expectation_is_not_enough(
     consumer: Consumer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A new leader's high watermark may lag for a moment; the broker's log end decides.
-    consumer._committed_offset[tp] = 600
-    consumer._next[tp] = 600
     broker = Broker(consumer, monkeypatch, highwater=3, start=0, end=700)
-    fetches = Fetches(consumer, [], [598, 599])
-    asyncio.run(consumer._drain_messages(fetches))  # type: ignore[arg-type]
+    fetches = drain(consumer, [], [598, 599])
     assert broker.asked >= 1
     assert fetches.sought == [] and fetches.delivered == []
-    assert consumer._next[tp] == 600 and consumer._committed_offset[tp] == 600
+    assert consumer._next[tp] == consumer._committed_offset[tp] == OLD_POSITION
     assert broker.crashed == []
 
 
@@ -193,14 +187,11 @@ def test_a_broker_that_cannot_say_where_the_log_ends_stops_the_worker(
     # Fetches keep answering a high watermark below the position while ListOffsets says
     # the log reaches it: whether records were skipped cannot be told. Stop, loud.
     monkeypatch.setattr(module, "PARTITION_END_PATIENCE_S", 0.0)
-    consumer._committed_offset[tp] = 600
-    consumer._next[tp] = 600
     broker = Broker(consumer, monkeypatch, highwater=3, start=0, end=700)
-    fetches = Fetches(consumer, [], [])
-    asyncio.run(consumer._drain_messages(fetches))  # type: ignore[arg-type]
+    drain(consumer, [], [])
     (reason,) = broker.crashed
     assert isinstance(reason, PartitionEndUnknown)
-    assert f"{TOPIC}:0" in str(reason) and "600" in str(reason)
+    assert f"{TOPIC}:0" in str(reason) and str(OLD_POSITION) in str(reason)
 
 
 def test_a_contradiction_that_passed_does_not_count_towards_a_later_one(
@@ -208,8 +199,6 @@ def test_a_contradiction_that_passed_does_not_count_towards_a_later_one(
 ) -> None:
     clock = Clock()
     monkeypatch.setattr(module, "time", clock)
-    consumer._committed_offset[tp] = 600
-    consumer._next[tp] = 600
     broker = Broker(consumer, monkeypatch, highwater=3, start=0, end=700)
     asyncio.run(consumer._drain_messages(Fetches(consumer, [])))  # type: ignore[arg-type]
     clock.now, broker.highwater = 10.0, 700  # the leader caught up
@@ -235,10 +224,7 @@ class Clock:
 def test_a_partition_whose_topic_is_gone_is_left_alone_until_it_is_back(
     consumer: Consumer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    consumer._committed_offset[tp] = 600
-    consumer._next[tp] = 600
     broker = Broker(consumer, monkeypatch, highwater=3, start=0, end=UnknownTopicOrPartitionError())
-    fetches = Fetches(consumer, [], [])
-    asyncio.run(consumer._drain_messages(fetches))  # type: ignore[arg-type]
+    fetches = drain(consumer, [], [])
     assert fetches.sought == [] and broker.crashed == []
-    assert consumer._next[tp] == 600
+    assert consumer._next[tp] == OLD_POSITION
