@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,11 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "session.jsonl"
 
 
-def replay(tmp_path: Path, source: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+def replay(
+    tmp_path: Path, source: Path, *extra: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``stream-app replay`` of ``source`` into ``t.jsonl`` and ``d.jsonl`` in ``tmp_path``;
+    ``env``: settings added to this process's environment."""
     return subprocess.run(
         [
             sys.executable,
@@ -31,8 +36,9 @@ def replay(tmp_path: Path, source: Path, *extra: str) -> subprocess.CompletedPro
         ],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=120,
         check=False,
+        env={**os.environ, **(env or {})},
     )
 
 

@@ -3,41 +3,22 @@ in the order the turns were first emitted."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import orjson
 
 from bench.workload import generate
 from tests.contracts import assert_valid_turn
+from tests.test_replay import replay as replay_to_files
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "session.jsonl"
 
 
 def replay(tmp_path: Path, source: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "stream_app",
-            "replay",
-            str(source),
-            "--out",
-            str(tmp_path / "turns.jsonl"),
-            "--dlq",
-            str(tmp_path / "dlq.jsonl"),
-            "--final-out",
-            str(tmp_path / "final.jsonl"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={**os.environ, **env},
-    )
+    """test_replay's replay, the final records written to ``final.jsonl``."""
+    return replay_to_files(tmp_path, source, "--final-out", str(tmp_path / "final.jsonl"), env=env)
 
 
 def key_and_value(line: bytes) -> tuple[str, bytes]:
@@ -50,7 +31,7 @@ def assert_final_lines(tmp_path: Path) -> list[str]:
     """The FINAL file against the TURNS file; returns its keys."""
     latest: dict[str, bytes] = {}
     first: list[str] = []
-    for line in (tmp_path / "turns.jsonl").read_bytes().splitlines():
+    for line in (tmp_path / "t.jsonl").read_bytes().splitlines():
         key, value = key_and_value(line)
         if key not in latest:
             first.append(key)
