@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from typing import Any
 
 import orjson
@@ -56,6 +57,22 @@ def after(session: str) -> list[dict[str, Any]]:
         if line["topic"] == "messages"
     ]
     return [{"topic": "messages", "key": session, "value": v} for v in call] + renamed
+
+
+def the_old_topic_on_a_worker(
+    pipeline: Pipeline,
+) -> tuple[WorkerProcess, list[dict[str, Any]], dict[str, Any], Counter[Any]]:
+    """A worker started and the old topic's records published, their turns out; the worker,
+    what the new topic will get, and replay's turns and dead letters of old and new."""
+    old = before()
+    new = after(old[-1]["key"])
+    expected, expected_letters = replayed(old + new, pipeline.topics)
+    worker = pipeline.worker()
+    worker.start().wait_ready()
+    pipeline.publish(old)
+    old_turns, _ = replayed(old, pipeline.topics)
+    pipeline.turns.wait_until(lambda: len(final_turns(pipeline.turns)) >= len(old_turns), 60, "")
+    return worker, new, expected, expected_letters
 
 
 def make_again(broker: EmbeddedBroker, topic: str) -> None:
@@ -128,14 +145,7 @@ def test_a_topic_made_again_under_a_running_worker_is_read_from_its_start(
     pipeline: Pipeline,
 ) -> None:
     topic = pipeline.topics["STREAM_APP_TOPIC_MESSAGES"]
-    old = before()
-    new = after(old[-1]["key"])
-    expected, expected_letters = replayed(old + new, pipeline.topics)
-    worker = pipeline.worker()
-    worker.start().wait_ready()
-    pipeline.publish(old)
-    old_turns, _ = replayed(old, pipeline.topics)
-    pipeline.turns.wait_until(lambda: len(final_turns(pipeline.turns)) >= len(old_turns), 60, "")
+    worker, new, expected, expected_letters = the_old_topic_on_a_worker(pipeline)
 
     make_again(pipeline.broker, topic)
     pipeline.publish(new)
@@ -169,14 +179,7 @@ def test_a_worker_started_on_a_topic_made_again_below_its_commit_reads_it_from_i
     # topic, beyond its end. A worker started then seeks there.
     topic = pipeline.topics["STREAM_APP_TOPIC_MESSAGES"]
     group = pipeline.topics["STREAM_APP_ID"]
-    old = before()
-    new = after(old[-1]["key"])
-    expected, expected_letters = replayed(old + new, pipeline.topics)
-    worker = pipeline.worker()
-    worker.start().wait_ready()
-    pipeline.publish(old)
-    old_turns, _ = replayed(old, pipeline.topics)
-    pipeline.turns.wait_until(lambda: len(final_turns(pipeline.turns)) >= len(old_turns), 60, "")
+    worker, new, expected, expected_letters = the_old_topic_on_a_worker(pipeline)
     worker.stop()  # commits what it applied
     stale = committed(pipeline.broker, group, topic)
     assert all(tp.offset > 100 for tp in stale), stale
