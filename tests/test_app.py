@@ -36,11 +36,15 @@ def example_lines() -> list[dict[str, Any]]:
     ]
 
 
-def replayed(lines: list[dict[str, Any]], topics: dict[str, str]) -> tuple[dict, Counter]:
-    """What ``stream-app replay`` gives for the same records: final turns and dead letters."""
+def replayed(
+    lines: list[dict[str, Any]], topics: dict[str, str], **limits: int
+) -> tuple[dict, Counter]:
+    """What ``stream-app replay`` gives for the same records: final turns and dead letters.
+    ``limits``: settings the workers run with (``max_open_turns=6``, say)."""
     settings = Settings(
         topic_messages=topics["STREAM_APP_TOPIC_MESSAGES"],
         topic_decisions=topics["STREAM_APP_TOPIC_DECISIONS"],
+        **limits,
     )
     turns, dlq = io.BytesIO(), io.BytesIO()
     replay((orjson.dumps(line) for line in lines), settings, turns, dlq)

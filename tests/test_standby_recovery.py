@@ -15,7 +15,6 @@ waiting decision vanishes from its session (its turn emitted once, without it).
 
 from __future__ import annotations
 
-import io
 import itertools
 import random
 import threading
@@ -29,13 +28,11 @@ import orjson
 import pytest
 
 from bench.workload import generate
-from stream_app.config import Settings
 from stream_app.embedded_broker import EmbeddedBroker
 from stream_app.models.topics import partition_for
-from stream_app.replay import replay
 from tests.contracts import assert_valid_turn
 from tests.kafka_io import TopicReader, create_topics, final_turns, publish
-from tests.test_app import letters, unstamp
+from tests.test_app import letters, replayed, unstamp
 from tests.worker_process import WorkerProcess
 
 pytestmark = pytest.mark.broker
@@ -56,24 +53,6 @@ RECORDS = 19_000
 # Sessions live through the whole run: what a standby table lacks is still in use when
 # the table is promoted.
 SESSIONS = 1_500
-
-
-def replayed(lines: list[dict[str, Any]], topics: dict[str, str]) -> tuple[dict, Counter]:
-    """What replay gives for ``lines`` under the workers' limits: final turns, dead letters."""
-    settings = Settings(
-        topic_messages=topics["STREAM_APP_TOPIC_MESSAGES"],
-        topic_decisions=topics["STREAM_APP_TOPIC_DECISIONS"],
-        max_pending_messages=int(LIMITS["STREAM_APP_MAX_PENDING_MESSAGES"]),
-        max_open_turns=int(LIMITS["STREAM_APP_MAX_OPEN_TURNS"]),
-        max_remembered_identities=int(LIMITS["STREAM_APP_MAX_REMEMBERED_IDENTITIES"]),
-    )
-    turns, dlq = io.BytesIO(), io.BytesIO()
-    replay((orjson.dumps(line) for line in lines), settings, turns, dlq)
-    final = {}
-    for line in turns.getvalue().splitlines():
-        doc = orjson.loads(line)
-        final[doc["key"]] = doc["value"]
-    return final, letters([orjson.loads(x) for x in dlq.getvalue().splitlines()])
 
 
 class Publisher(threading.Thread):
@@ -164,7 +143,13 @@ def test_standby_tables_built_through_kills_restarts_and_empty_workers_lose_noth
     names = [topics[f"STREAM_APP_TOPIC_{t}"] for t in ("MESSAGES", "DECISIONS", "TURNS", "DLQ")]
     create_topics(broker.bootstrap, names, PARTITIONS)
     lines = list(generate(records=RECORDS, sessions=SESSIONS, seed=44))
-    expected, expected_letters = replayed(lines, topics)
+    expected, expected_letters = replayed(
+        lines,
+        topics,
+        max_pending_messages=int(LIMITS["STREAM_APP_MAX_PENDING_MESSAGES"]),
+        max_open_turns=int(LIMITS["STREAM_APP_MAX_OPEN_TURNS"]),
+        max_remembered_identities=int(LIMITS["STREAM_APP_MAX_REMEMBERED_IDENTITIES"]),
+    )
     settings = {**topics, **LIMITS, "STREAM_APP_PARTITIONS": str(PARTITIONS)}
     workers: list[WorkerProcess] = []
     numbers = itertools.count()
