@@ -701,19 +701,10 @@ def _named_values(pattern: re.Pattern[str], text: str, starts: Iterable[int]) ->
         if m is None:
             continue
         kind = _kind(m["name"])
-        v = None if kind == _ORDINARY else _VALUE.match(text, m.end())
-        group = None if v is None else v.lastgroup
-        if v is None or group is None:
+        span = None if kind == _ORDINARY else _value_span(text, m.end(), kind)
+        if span is None:
             continue
-        value = v[group]
-        if (
-            not value
-            or _NOT_A_VALUE.fullmatch(value)
-            or (kind == _TOKENISH and value.isdigit())
-            or (kind == _MATERIAL and not _looks_like_key(value))
-        ):
-            continue
-        start, end = v.span(group)
+        start, end = span
         if spans and start <= spans[-1][1]:  # a name inside the value redacted before it
             before, after = spans.pop()
             start, end = before, max(end, after)
