@@ -27,7 +27,7 @@ _WORDS = (
 LOREM = _WORDS.split()
 
 
-def decision(session: str, decision_id: str, call_id: str, when: str, **fields: Any) -> Line:
+def decision(session: str, decision_id: str, call_id: str | None, when: str, **fields: Any) -> Line:
     """A claude-code decision accepting the edit of tool call ``call_id``."""
     return {
         "decision_id": decision_id,

@@ -8,6 +8,7 @@ from typing import Any
 
 import orjson
 
+from bench.workload import decision as workload_decision
 from stream_app.core.policy import Policy
 from stream_app.core.records import Outputs, SourceRecord
 from stream_app.pipeline import Pipeline
@@ -69,26 +70,16 @@ def decision(
     file_path: str = "src/a.py",
     **fields: Any,
 ) -> dict[str, Any]:
-    d: dict[str, Any] = {
-        "decision_id": decision_id,
+    """A decision of ``ORG``: the workload's (``bench/workload.py``), with these defaults;
+    ``fields`` override any field."""
+    defaults = {
         "org_id": ORG,
-        "session_id": session,
-        "user_id": "dev-1",
         "agent_harness": harness,
         "file_path": file_path,
-        "accepted": True,
-        "explicit": True,
-        "interaction_mode": "agent",
-        "commit_sha": None,
-        "call_id": call_id,
-        "edit_retention_score": None,
-        "observation_delay_ms": None,
-        "occurred_at": occurred_at,
         "captured_at": "2026-01-01T10:00:01Z",
         "raw": {},
     }
-    d.update(fields)
-    return d
+    return workload_decision(session, decision_id, call_id, occurred_at, **{**defaults, **fields})
 
 
 @dataclass
