@@ -39,19 +39,25 @@ def publish(
     return count
 
 
+def from_the_start(bootstrap: str, topic: str, partitions: int, group: str) -> Consumer:
+    """A consumer assigned every partition of ``topic`` from offset 0; it commits nothing."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    return consumer
+
+
 class TopicReader:
     """Reads every partition of a topic from the start; ``poll`` drains what has arrived."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
-        self.consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": "test-reader",
-                "enable.auto.commit": False,
-                "auto.offset.reset": "earliest",
-            }
-        )
-        self.consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        self.consumer = from_the_start(bootstrap, topic, partitions, "test-reader")
         self.records: list[tuple[int, bytes | None, bytes | None]] = []
 
     def poll(self, seconds: float = 0.2) -> int:

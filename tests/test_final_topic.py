@@ -8,12 +8,13 @@ import io
 import time
 import urllib.request
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 from bench.workload import generate
 from stream_app.config import Settings
@@ -23,7 +24,7 @@ from stream_app.embedded_broker import EmbeddedBroker
 from stream_app.export import export
 from stream_app.models.topics import partition_for
 from tests.contracts import assert_valid_turn
-from tests.kafka_io import create_topics
+from tests.kafka_io import create_topics, from_the_start
 from tests.test_app import PARTITIONS, Pipeline, example_lines, replayed, unstamp
 
 pytestmark = pytest.mark.broker
@@ -37,15 +38,7 @@ class FinalReader:
     """Every record of the final topic, with its headers, and when it was read."""
 
     def __init__(self, bootstrap: str, topic: str) -> None:
-        self.consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": "test-final-reader",
-                "enable.auto.commit": False,
-                "auto.offset.reset": "earliest",
-            }
-        )
-        self.consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        self.consumer = from_the_start(bootstrap, topic, PARTITIONS, "test-final-reader")
         self.records: list[dict[str, Any]] = []
 
     def poll(self) -> None:
@@ -86,11 +79,18 @@ def line_value(line: bytes) -> tuple[bytes, bytes]:
     return key, line[line.index(b',"value":') + len(b',"value":') : -1]
 
 
-def with_final_topic(pipeline: Pipeline, window: float) -> FinalReader:
+@contextmanager
+def final_topic(pipeline: Pipeline, window: float) -> Iterator[FinalReader]:
+    """The pipeline's final topic, made, and a reader of it; its workers' late-decision
+    window ``window`` seconds."""
     topic = pipeline.topics["STREAM_APP_TOPIC_FINAL"]
     create_topics(pipeline.broker.bootstrap, [topic], PARTITIONS)
     pipeline.topics["STREAM_APP_LATE_DECISION_WINDOW_SECONDS"] = str(window)
-    return FinalReader(pipeline.broker.bootstrap, topic)
+    finals = FinalReader(pipeline.broker.bootstrap, topic)
+    try:
+        yield finals
+    finally:
+        finals.close()
 
 
 def latest_on_turns(pipeline: Pipeline) -> dict[bytes, bytes]:
@@ -114,8 +114,7 @@ def test_every_turn_goes_final_once_within_seconds_of_its_window_with_no_input_a
     pipeline: Pipeline,
 ) -> None:
     window = 5.0
-    finals = with_final_topic(pipeline, window)
-    try:
+    with final_topic(pipeline, window) as finals:
         lines = example_lines()
         expected, letters = replayed(lines, pipeline.topics)
         worker = pipeline.worker().start()
@@ -156,16 +155,13 @@ def test_every_turn_goes_final_once_within_seconds_of_its_window_with_no_input_a
         assert counts["written"] == 4
         print(f"\nfinal delay after final_after: {min(delays):.2f}-{max(delays):.2f} s")
         assert min(delays) > 0 and max(delays) < PROMISED_DELAY
-    finally:
-        finals.close()
 
 
 def test_two_workers_a_sigkill_and_a_restart_within_the_window_lose_no_final_turn(
     pipeline: Pipeline,
 ) -> None:
     window = 10.0
-    finals = with_final_topic(pipeline, window)
-    try:
+    with final_topic(pipeline, window) as finals:
         lines = list(generate(records=600, sessions=24, seed=23))
         expected, expected_letters = replayed(lines, pipeline.topics)
         first, second = pipeline.worker("first").start(), pipeline.worker("second").start()
@@ -189,8 +185,6 @@ def test_two_workers_a_sigkill_and_a_restart_within_the_window_lose_no_final_tur
             assert r["value"] == latest[key]
         repeats = len(finals.records) - len(got)
         print(f"\n{len(got)} turns final, {repeats} identical repeats after the SIGKILL")
-    finally:
-        finals.close()
 
 
 @pytest.fixture
