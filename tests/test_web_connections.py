@@ -18,9 +18,9 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import faust
 import orjson
@@ -34,6 +34,7 @@ from tests.kafka_io import final_turns
 from tests.test_app import Pipeline, example_lines
 from tests.worker_process import WorkerProcess
 
+T = TypeVar("T")
 TOKEN = "s3ssions-are-chat-content"
 OPEN_FILES = 256  # the worker's soft RLIMIT_NOFILE
 IDLE = 2 * OPEN_FILES  # idle connections opened against it
@@ -251,6 +252,25 @@ async def serving(
         await app.web.stop_server()
 
 
+def capped(connections: int) -> Limits:
+    """A cap of ``connections``, timeouts too long to close a connection during a test."""
+    return Limits(open_files=16, connections=connections, header_timeout=60, keepalive_timeout=60)
+
+
+def run_serving(
+    monkeypatch: pytest.MonkeyPatch,
+    limits: Limits,
+    scenario: Callable[[int, Slow], Awaitable[T]],
+) -> T:
+    """Runs ``scenario`` against the server (:func:`serving`), given its port and ``/slow``."""
+
+    async def run() -> T:
+        async with serving(monkeypatch, limits) as (port, slow):
+            return await scenario(port, slow)
+
+    return asyncio.run(run())
+
+
 class Client:
     """One connection, spoken to byte by byte."""
 
@@ -297,83 +317,76 @@ def test_a_connection_without_a_complete_request_is_closed_after_the_header_time
 ) -> None:
     limits = Limits(open_files=1024, connections=64, header_timeout=0.5, keepalive_timeout=1.5)
 
-    async def scenario() -> None:
-        async with serving(monkeypatch, limits) as (port, _):
-            silent = await Client.open(port)
-            partial = await Client.open(port)
-            partial.send(b"GET /health HTTP/1.1\r\nHost: w\r\n")  # headers never ended
-            dribbling = await Client.open(port)
-            kept = await Client.open(port)
-            kept.send(get_request("/health"))
-            assert b" 200 " in await kept.answer()
+    async def scenario(port: int, _: Slow) -> None:
+        silent = await Client.open(port)
+        partial = await Client.open(port)
+        partial.send(b"GET /health HTTP/1.1\r\nHost: w\r\n")  # headers never ended
+        dribbling = await Client.open(port)
+        kept = await Client.open(port)
+        kept.send(get_request("/health"))
+        assert b" 200 " in await kept.answer()
 
-            async def dribble() -> None:  # a byte of header every 0.1 s
-                for byte in b"GET /health HTTP/1.1\r\nHost: w\r\nX-Slow: " + b"y" * 100:
-                    dribbling.send(bytes([byte]))
-                    await asyncio.sleep(0.1)
+        async def dribble() -> None:  # a byte of header every 0.1 s
+            for byte in b"GET /health HTTP/1.1\r\nHost: w\r\nX-Slow: " + b"y" * 100:
+                dribbling.send(bytes([byte]))
+                await asyncio.sleep(0.1)
 
-            dribbler = asyncio.create_task(dribble())
-            for client in (silent, partial, dribbling):
-                after = await client.closed_within(3)
-                assert after is not None and 0.4 <= after < 3, after
-            dribbler.cancel()
-            # Answered, it waits for its next request up to the keep-alive timeout instead.
-            assert await kept.closed_within(0.5) is None
-            kept.send(get_request("/health"))
-            assert b" 200 " in await kept.answer()
-            asked = time.monotonic()
-            assert await kept.closed_within(3) is not None
-            assert 1.3 <= time.monotonic() - asked < 4
+        dribbler = asyncio.create_task(dribble())
+        for client in (silent, partial, dribbling):
+            after = await client.closed_within(3)
+            assert after is not None and 0.4 <= after < 3, after
+        dribbler.cancel()
+        # Answered, it waits for its next request up to the keep-alive timeout instead.
+        assert await kept.closed_within(0.5) is None
+        kept.send(get_request("/health"))
+        assert b" 200 " in await kept.answer()
+        asked = time.monotonic()
+        assert await kept.closed_within(3) is not None
+        assert 1.3 <= time.monotonic() - asked < 4
 
-    asyncio.run(scenario())
+    run_serving(monkeypatch, limits, scenario)
 
 
 def test_past_the_cap_the_longest_waiting_connection_gives_way_never_a_busy_one(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    limits = Limits(open_files=16, connections=4, header_timeout=60, keepalive_timeout=60)
+    async def scenario(port: int, slow: Slow) -> None:
+        busy = await Client.open(port)
+        busy.send(get_request("/slow"))
+        await slow.started(1)
+        idle = [await Client.open(port) for _ in range(6)]
+        probe = await Client.open(port)
+        probe.send(get_request("/health"))
+        assert b" 200 " in await probe.answer()
+        # Five connections past a cap of four: the five that waited longest went.
+        for client in idle[:4]:
+            assert await client.closed_within(2) is not None
+        for client in idle[4:]:
+            assert await client.closed_within(0.2) is None
+        slow.release.set()
+        assert b" 200 " in await busy.answer()
+        for client in [*idle, busy, probe]:
+            client.close()
 
-    async def scenario() -> None:
-        async with serving(monkeypatch, limits) as (port, slow):
-            busy = await Client.open(port)
-            busy.send(get_request("/slow"))
-            await slow.started(1)
-            idle = [await Client.open(port) for _ in range(6)]
-            probe = await Client.open(port)
-            probe.send(get_request("/health"))
-            assert b" 200 " in await probe.answer()
-            # Five connections past a cap of four: the five that waited longest went.
-            for client in idle[:4]:
-                assert await client.closed_within(2) is not None
-            for client in idle[4:]:
-                assert await client.closed_within(0.2) is None
-            slow.release.set()
-            assert b" 200 " in await busy.answer()
-            for client in [*idle, busy, probe]:
-                client.close()
-
-    asyncio.run(scenario())
+    run_serving(monkeypatch, capped(connections=4), scenario)
 
 
 def test_with_every_connection_busy_a_new_one_is_closed_at_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    limits = Limits(open_files=16, connections=2, header_timeout=60, keepalive_timeout=60)
+    async def scenario(port: int, slow: Slow) -> None:
+        busy = [await Client.open(port) for _ in range(2)]
+        for client in busy:
+            client.send(get_request("/slow"))
+        await slow.started(2)
+        late = await Client.open(port)
+        assert await late.closed_within(2) is not None
+        slow.release.set()
+        for client in busy:
+            assert b" 200 " in await client.answer()
+            client.close()
 
-    async def scenario() -> None:
-        async with serving(monkeypatch, limits) as (port, slow):
-            busy = [await Client.open(port) for _ in range(2)]
-            for client in busy:
-                client.send(get_request("/slow"))
-            await slow.started(2)
-            late = await Client.open(port)
-            assert await late.closed_within(2) is not None
-            slow.release.set()
-            for client in busy:
-                assert b" 200 " in await client.answer()
-                client.close()
-
-    asyncio.run(scenario())
+    run_serving(monkeypatch, capped(connections=2), scenario)
 
 
 TOKEN_TEXT = "s3ssions-are-chat-content"
@@ -393,15 +406,14 @@ def test_an_unparsable_request_is_a_400_that_quotes_nothing_of_it(
     caplog.set_level(logging.DEBUG)
     limits = Limits(open_files=1024, connections=64)
 
-    async def scenario() -> bytes:
-        async with serving(monkeypatch, limits) as (port, _):
-            client = await Client.open(port)
-            client.send(request_bytes)
-            answer = await client.answer()
-            assert await client.closed_within(2) is not None  # and the connection closed
-            return answer
+    async def scenario(port: int, _: Slow) -> bytes:
+        client = await Client.open(port)
+        client.send(request_bytes)
+        answer = await client.answer()
+        assert await client.closed_within(2) is not None  # and the connection closed
+        return answer
 
-    answer = asyncio.run(scenario())
+    answer = run_serving(monkeypatch, limits, scenario)
     head, _, body = answer.partition(b"\r\n\r\n")
     assert head.split(b"\r\n")[0].endswith(b" 400 Bad Request"), head
     assert body == b"400 Bad Request\n"
