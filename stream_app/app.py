@@ -162,7 +162,9 @@ def create_app(settings: Settings) -> faust.App:
     )
     # Closed turns wait in the state for the checkpoint that holds them (stream_app/finals.py).
     pipeline = Pipeline(policy, store, finals_now=False)
-    worker = Worker(pipeline, store, routing, settings.on_processing_error)
+    worker = Worker(
+        pipeline, store, routing, settings.on_processing_error, settings.waiting_warn_seconds
+    )
 
     # -- the agent -------------------------------------------------------------------
     @app.agent(records)
@@ -290,6 +292,7 @@ def create_app(settings: Settings) -> faust.App:
     @app.on_partitions_assigned.connect  # type: ignore[arg-type]
     async def on_assigned(app: faust.App, assigned: set[TP], **kwargs: object) -> None:
         routing.assigned(assigned)
+        worker.assigned()  # what the last sweeps found waiting, of the partitions kept
         store.forget_all()  # partitions may have moved and back: the tables rule
         if not routing.copartitioned:
             # Asked once: which path a record takes must never change for a topic.

@@ -142,6 +142,9 @@ class Settings(BaseSettings):
     read_ahead_records: int = Field(25_600, ge=100)
     commit_interval_ms: int = Field(1000, ge=0)
     sweep_interval_seconds: float = Field(60.0, gt=0)
+    # Pending messages and waiting decisions older than this are counted and logged by the
+    # sweep (``core/waiting.py``).
+    waiting_warn_seconds: float = Field(300.0, gt=0)
     # How often the owner of each sessions partition looks for turns due to go final.
     final_tick_seconds: float = Field(1.0, gt=0)
     store: Literal["rocksdb://", "memory://"] = "rocksdb://"

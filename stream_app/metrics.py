@@ -151,6 +151,33 @@ FINAL_WAITING = Gauge(
     registry=REGISTRY,
 )
 
+MESSAGES_WAITING = Gauge(
+    "stream_app_messages_waiting_sessions",
+    "Sessions whose oldest pending message has waited for a finishing message (an "
+    "assistant message with finishReason) longer than STREAM_APP_WAITING_WARN_SECONDS, as "
+    "each partition's last sweep found them.",
+    registry=REGISTRY,
+)
+MESSAGES_WAITING_OLDEST = Gauge(
+    "stream_app_messages_waiting_oldest_seconds",
+    "How long the oldest of those messages had waited at its partition's last sweep (0: none "
+    "past the threshold).",
+    registry=REGISTRY,
+)
+DECISIONS_WAITING = Gauge(
+    "stream_app_decisions_waiting_sessions",
+    "Sessions whose oldest decision waiting for its turn (none has the id its call_id names) "
+    "has waited longer than STREAM_APP_WAITING_WARN_SECONDS, as each partition's last sweep "
+    "found them.",
+    registry=REGISTRY,
+)
+DECISIONS_WAITING_OLDEST = Gauge(
+    "stream_app_decisions_waiting_oldest_seconds",
+    "How long the oldest of those decisions had waited at its partition's last sweep (0: "
+    "none past the threshold).",
+    registry=REGISTRY,
+)
+
 
 def _series() -> dict[Count, Callable[[], Counter] | None]:
     """Each count's series: the one place a count becomes a metric (None: replay's only).

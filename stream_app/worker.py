@@ -35,6 +35,7 @@ from stream_app.core.records import (
     dump_input,
     load_input,
 )
+from stream_app.core.waiting import HINTS, WaitingSweep
 from stream_app.models.dead_letter import Reason
 from stream_app.models.topics import partition_for
 from stream_app.pipeline import Pipeline
@@ -105,13 +106,27 @@ class Worker:
         store: TableSessions,
         routing: Routing,
         on_processing_error: Literal["dead_letter", "stop"] = "dead_letter",
+        waiting_warn_seconds: float = 300.0,
     ) -> None:
         self.pipeline = pipeline
         self.store = store
         self.routing = routing
         self.on_processing_error = on_processing_error
+        self.waiting_warn_seconds = waiting_warn_seconds
         self._records_read = {name: metrics.RECORDS.labels(topic=name) for name in routing.kinds}
         self.waiting: dict[int, int] = {}  # by sessions partition, as its last tick found
+        # By sessions partition, as its last sweep found them: what waits past the threshold
+        # (``core/waiting.py``), and when that sweep was (where the next one's crossings
+        # begin); a partition assigned anew has neither.
+        self.waited: dict[int, WaitingSweep] = {}
+
+    def assigned(self) -> None:
+        """Forgets the sweeps of the sessions partitions this worker no longer owns (after
+        ``Routing.assigned``): their figures leave the gauges, and the first sweep of one
+        assigned again names every session waiting past the threshold."""
+        for partition in [p for p in self.waited if p not in self.routing.owned]:
+            del self.waited[partition]
+        self._set_waiting_gauges()
 
     def read(self, run: list[Message]) -> None:
         """Counts a run of records read (one partition's) for ``/metrics`` and the lag
@@ -168,15 +183,52 @@ class Worker:
             metrics.FINAL_WAITING.set(sum(self.waiting.values()))
             return
         if value == SWEEP:
-            now = self.pipeline.clock()
-            due = self.store.due_in(msg.partition, self.pipeline.policy, now)
+            now, partition = self.pipeline.clock(), msg.partition
+            last = self.waited.get(partition)
+            sweep = WaitingSweep(self.waiting_warn_seconds, now, None if last is None else last.now)
+            due = self.store.due_in(partition, self.pipeline.policy, now, sweep)
             batch.emitted.append(Emitted(self.pipeline.sweep(due), None))
+            self._waited(partition, sweep)
             return
         item = _forwarded(value)
         if item is not None:
             batch.emitted.append(Emitted(self.pipeline.apply(item), msg.timestamp))
         else:
             batch.emitted.append(Emitted(_rejected(msg, "not a record this app writes"), None))
+
+    def _waited(self, partition: int, sweep: WaitingSweep) -> None:
+        """Keeps what a sweep found waiting, sets the gauges, and logs the sessions that
+        crossed the threshold since the partition's previous sweep (once each; past
+        ``waiting.NAMED`` of them, one line counts the rest)."""
+        crossed, sweep.crossed = sweep.crossed, []  # kept: the figures, not the names
+        for crossing in crossed:
+            logs.event(
+                "waiting_too_long",
+                logging.WARNING,
+                session_id=crossing.session_id,
+                kind=crossing.kind,
+                waiting=crossing.waiting,
+                age_seconds=round(crossing.age, 1),
+                threshold_seconds=sweep.threshold,
+                hint=HINTS[crossing.kind],
+            )
+        if sweep.unnamed:
+            logs.event(
+                "waiting_too_long_more",
+                logging.WARNING,
+                sessions=sweep.unnamed,
+                partition=partition,
+                hint="sessions that crossed the threshold in this sweep, not named one by one",
+            )
+        self.waited[partition] = sweep
+        self._set_waiting_gauges()
+
+    def _set_waiting_gauges(self) -> None:
+        found = self.waited.values()
+        metrics.MESSAGES_WAITING.set(sum(s.messages.sessions for s in found))
+        metrics.MESSAGES_WAITING_OLDEST.set(max((s.messages.oldest for s in found), default=0))
+        metrics.DECISIONS_WAITING.set(sum(s.decisions.sessions for s in found))
+        metrics.DECISIONS_WAITING_OLDEST.set(max((s.decisions.oldest for s in found), default=0))
 
 
 def _forwarded(value: bytes) -> SessionInput | None:

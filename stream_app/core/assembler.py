@@ -141,7 +141,8 @@ def _add_message(
     state.add_pending(
         PendingMessage(
             item.identity, item.sequence, item.message, item.size, _json=item.json or None
-        )
+        ),
+        now,
     )
     if call_id is not None and made is not None:
         _complete_turn(state, call_id, made, item, policy, now, out)
@@ -359,7 +360,7 @@ def _add_decision(
             revised[reached[0].call_id] = reached[0]
         else:
             out.outcome = "contributed"
-            state.add_waiting(stored)
+            state.add_waiting(stored, now)
     for turn in revised.values():
         _revise(state, turn, policy, item.origin, now, out)
 

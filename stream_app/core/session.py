@@ -37,8 +37,11 @@ TURN: EntryKind = "t"  # an open turn: its ids, instant, revision and decisions
 IDENTITY: EntryKind = "i"  # the message identities a turn made remembered
 
 # The JSON arrays a state is written as (read back as lists: they are unpacked, never
-# compared). A stored decision: the decision, its ``occurred_at`` instant, its origin.
-StoredDecisionFields = tuple[DecisionDict, int, OriginFields]
+# compared). A stored decision: the decision, its ``occurred_at`` instant, its origin, and
+# when it began to wait for its turn (``StoredDecision.arrived``; left out when None).
+StoredDecisionFields = (
+    tuple[DecisionDict, int, OriginFields] | tuple[DecisionDict, int, OriginFields, float]
+)
 # A closed turn's reason and ``final_after`` (``core/finality.py``).
 Closed = tuple[str, float]
 # A turn's entry (``EmittedTurn.meta``): inference_call_id, reach, emitted_at, revision,
@@ -69,6 +72,10 @@ class StoredDecision:
     order: tuple[int, str]  # (occurred_at instant, decision_id): the order within a turn
     origin: Origin  # kept so that a later ambiguity or expiry can still dead-letter it
     entry: int = 0
+    # When the session stored it to wait for its turn (``now`` then), for a sweep to tell
+    # how long decisions wait (``core/waiting.py``); None for a decision that joined a turn
+    # at once, and for one stored before this was kept.
+    arrived: float | None = None
     # Derived, never stored: this decision as state JSON. A stored decision never changes.
     _json: bytes | None = field(default=None, compare=False, repr=False)
     # Derived, never stored: for a pathless ``codex`` decision with a call_id, its Codex
@@ -91,13 +98,17 @@ class StoredDecision:
     def json(self) -> orjson.Fragment:
         if self._json is None:
             fields: StoredDecisionFields = (self.decision, self.order[0], self.origin.fields())
+            if self.arrived is not None:
+                fields = (*fields, self.arrived)
             self._json = jsonbytes.dumps(fields)
         return orjson.Fragment(self._json)
 
     @staticmethod
     def load(doc: StoredDecisionFields, entry: int) -> StoredDecision:
-        decision, instant, origin = doc
-        return StoredDecision(decision, (instant, decision["decision_id"]), Origin(*origin), entry)
+        decision, instant, origin = doc[:3]
+        arrived = doc[3] if len(doc) > 3 else None
+        key = (instant, decision["decision_id"])
+        return StoredDecision(decision, key, Origin(*origin), entry, arrived)
 
 
 @dataclass(slots=True)
@@ -215,6 +226,10 @@ class SessionState:
     last_seen: float
     # Pending messages by position (the entry of a message's first copy), in arrival order.
     pending_messages: dict[int, PendingMessage] = field(default_factory=dict)
+    # When the oldest of them arrived (``now`` then): the list only ever empties whole (a
+    # turn takes them all), so this is the instant the list last stopped being empty. None
+    # when there are none (or for a state written before this was kept, until its next turn).
+    pending_since: float | None = None
     turns: dict[str, EmittedTurn] = field(default_factory=dict)  # by inference_call_id
     # Turns closed to revisions, by inference_call_id, in the order they closed: each is
     # kept, as it was, until its final record is written (``core/finality.py``).
@@ -286,6 +301,13 @@ class SessionState:
         """The decisions waiting for their turn, in arrival order."""
         return list(self.waiting_decisions.values())
 
+    @property
+    def waiting_since(self) -> float | None:
+        """When the oldest decision waiting for its turn arrived (the first in arrival
+        order), or None."""
+        oldest = next(iter(self.waiting_decisions.values()), None)
+        return None if oldest is None else oldest.arrived
+
     # -- entries ---------------------------------------------------------------------
 
     def _made(self, entry: Entry) -> int:
@@ -318,8 +340,10 @@ class SessionState:
         position = self._pending_by_identity.get(identity)
         return None if position is None else self.pending_messages[position]
 
-    def add_pending(self, p: PendingMessage) -> None:
+    def add_pending(self, p: PendingMessage, now: float) -> None:
         """Appends a message, or replaces the pending copy with its identity in place."""
+        if self.pending_since is None:
+            self.pending_since = now
         position = self._pending_by_identity.get(p.identity) if p.identity else None
         p.entry = self._made(p)
         if position is None:
@@ -343,6 +367,7 @@ class SessionState:
         self.pending_messages = {}
         self._pending_by_identity = {}
         self.pending_bytes = self.unsequenced = 0
+        self.pending_since = None
         return taken
 
     # -- remembered identities -------------------------------------------------------
@@ -426,7 +451,8 @@ class SessionState:
                 return turn
         return None
 
-    def add_waiting(self, d: StoredDecision) -> None:
+    def add_waiting(self, d: StoredDecision, now: float) -> None:
+        d.arrived = now
         self.store_decision(d)
         self.waiting_decisions[d.entry] = d
         self._waiting_by_call.setdefault(d.call_id, {})[d.entry] = None
@@ -548,6 +574,7 @@ class SessionState:
                     [p.entry, p.position, p.identity, p.sequence, p.size, p.message]
                     for p in self.pending_messages.values()
                 ],
+                "pending_since": self.pending_since,
                 "turns": [
                     [t.body, t.meta(), [[d.entry, d.json()] for d in t.decisions], t.entry]
                     for t in self.turns.values()
@@ -582,6 +609,7 @@ class SessionState:
                 position: PendingMessage(identity, sequence, message, size, entry, position)
                 for entry, position, identity, sequence, size, message in doc["pending"]
             },
+            pending_since=doc.get("pending_since"),
             turns=turns,
             closed=closed,
             waiting_decisions={n: StoredDecision.load(d, n) for n, d in doc["waiting"]},

@@ -76,6 +76,11 @@ class Head(TypedDict):
     # The closed turns (``core/finality.py``), by entry: [n, reason, final_after]. A turn's
     # entry does not change when it closes; absent when none is.
     closed: NotRequired[list[tuple[int, str, float]]]
+    # What waits, for a sweep to see without decoding the session (``core/waiting.py``):
+    # [when the oldest arrived, how many], of the pending messages and of the decisions
+    # waiting for their turn; absent when none waits (or its instant is not known).
+    pending: NotRequired[tuple[float, int]]
+    waiting: NotRequired[tuple[float, int]]
 
 
 def session_prefix(session_id: str) -> bytes:
@@ -108,6 +113,10 @@ def head(state: SessionState, epoch: int, dropped: Iterable[tuple[str, int]] = (
     }
     if state.closed:
         value["closed"] = [(t.entry, *t.closed) for t in state.closed.values() if t.closed]
+    if state.pending_messages and state.pending_since is not None:
+        value["pending"] = (state.pending_since, len(state.pending_messages))
+    if (since := state.waiting_since) is not None:
+        value["waiting"] = (since, len(state.waiting_decisions))
     return jsonbytes.dumps(value)
 
 
@@ -259,6 +268,7 @@ def decode(
         session_id=doc["session_id"],
         last_seen=doc["last_seen"],
         pending_messages=pending,
+        pending_since=doc["pending"][0] if pending and "pending" in doc else None,
         turns=turns,
         closed=closed,
         waiting_decisions=decisions,

@@ -33,6 +33,7 @@ from stream_app.core.expiry import due_at
 from stream_app.core.policy import Policy
 from stream_app.core.records import turn_key
 from stream_app.core.session import SessionState
+from stream_app.core.waiting import DECISIONS, MESSAGES, WaitingSweep
 from stream_app.models.turn import TurnBodyDict
 from stream_app.slices import Slices, let_go
 from stream_app.state import entries
@@ -281,24 +282,33 @@ class TableSessions(SessionStore):
         held.update(s for s, state in self._live.items() if state is not None)
         return iter(sorted(held))
 
-    def due_in(self, partition: int, policy: Policy, now: float) -> list[str]:
+    def due_in(
+        self, partition: int, policy: Policy, now: float, waiting: WaitingSweep | None = None
+    ) -> list[str]:
         """The sessions of one partition that ``expire`` would change now: what its sweep
-        decodes. One pass over the partition's heads, reading two numbers of each; no
-        state is decoded or kept in memory for it."""
+        decodes. One pass over the partition's heads, reading a few numbers of each; no
+        state is decoded or kept in memory for it. ``waiting``, when given, is shown every
+        session's oldest pending message and waiting decision in the same pass
+        (``core/waiting.py``)."""
         due = []
         live = self._live
         for key, data in self.table.items_from(partition, b""):
             session_id = key.decode()
-            if session_id not in live and now > _due_at(data, policy):
-                due.append(session_id)
+            if session_id in live:
+                continue
+            doc = _head(data)
+            if doc is None or now > _head_due_at(doc, policy):
+                due.append(session_id)  # an unreadable head is due: the sweep lets it go
+            if waiting is not None and doc is not None:
+                _see_waiting(waiting, session_id, doc)
         mine = self.table.partition_for_key
-        due.extend(
-            session_id
-            for session_id, state in live.items()
-            if state is not None
-            and mine(session_id.encode()) == partition
-            and expiry.due(state, policy, now)
-        )
+        for session_id, state in live.items():
+            if state is None or mine(session_id.encode()) != partition:
+                continue
+            if expiry.due(state, policy, now):
+                due.append(session_id)
+            if waiting is not None:
+                waiting.see_state(state)
         return due
 
     def __len__(self) -> int:
@@ -503,14 +513,38 @@ class TableSessions(SessionStore):
         )
 
 
-def _due_at(head: bytes, policy: Policy) -> float:
+def _head(data: bytes) -> entries.Head | None:
+    """A stored head, or None when it is not JSON."""
+    try:
+        return entries.read_head(data)
+    except Exception:
+        return None
+
+
+def _head_due_at(doc: entries.Head, policy: Policy) -> float:
     """When the head's session is due; an unreadable head is due now, so that the sweep
     reads it (and the read lets it go) rather than stopping on it."""
     try:
-        doc = entries.read_head(head)
         return due_at(doc["last_seen"], doc["oldest"], policy)
     except Exception:
         return float("-inf")
+
+
+def _due_at(head: bytes, policy: Policy) -> float:
+    doc = _head(head)
+    return float("-inf") if doc is None else _head_due_at(doc, policy)
+
+
+def _see_waiting(waiting: WaitingSweep, session_id: str, doc: entries.Head) -> None:
+    """Shows the sweep what the head says waits (nothing, for a head written before heads
+    said, or one that does not read: such a session is due, and its read lets it go)."""
+    try:
+        if (pending := doc.get("pending")) is not None:
+            waiting.see(session_id, MESSAGES, float(pending[0]), int(pending[1]))
+        if (waits := doc.get("waiting")) is not None:
+            waiting.see(session_id, DECISIONS, float(waits[0]), int(waits[1]))
+    except (AttributeError, TypeError, ValueError, IndexError, KeyError):
+        pass
 
 
 def _unreadable(session_id: str, exc: Exception) -> None:
