@@ -2,7 +2,9 @@
 
 The embedded broker (tansu, in memory) listens on loopback; the worker is a real
 ``stream-app worker`` process tuned for it. With ``--demo`` the example session is
-published and its turns are printed as they arrive.
+published and its turns are printed as they arrive. Messages that wait for a finishing
+message, and decisions that wait for their turn, are printed as the worker names them
+(``waiting:``, within seconds: ``DEV_WAITING``).
 
 dev owns its two children's lives. It refuses to start (one line, exit 2) before anything
 runs when the worker's web port (``STREAM_APP_WEB_PORT``) or the broker's ``--port`` is
@@ -40,6 +42,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TypeVar
 
+import orjson
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError
@@ -65,6 +68,11 @@ DEMO_RECORD_TIMEOUT = 30.0  # seconds the worker has to read each demo record
 # otherwise: short enough to watch each turn go final, long enough for its late decision.
 DEMO_WINDOW_SECONDS = 20.0
 WINDOW_VARIABLE = "STREAM_APP_LATE_DECISION_WINDOW_SECONDS"
+# Unless the environment says otherwise, dev's worker names a message that waits for a
+# finishing message, or a decision for its turn, within seconds (its `waiting_too_long` log
+# lines, which dev prints): a newcomer's misspelt finishReason shows while they look.
+DEV_WAITING = {"STREAM_APP_WAITING_WARN_SECONDS": "10", "STREAM_APP_SWEEP_INTERVAL_SECONDS": "2"}
+WAITING_EVENTS = ("waiting_too_long", "waiting_too_long_more")
 
 T = TypeVar("T")
 
@@ -311,6 +319,7 @@ def _start_worker(
     if settings is not None:
         window[WINDOW_VARIABLE] = f"{settings.late_decision_window_seconds:g}"
     env = {
+        **DEV_WAITING,
         **os.environ,
         **window,
         **WORKER_SETTINGS,
@@ -359,6 +368,50 @@ async def _watch(worker: subprocess.Popen[bytes], broker: _Broker, workdir: Path
         await asyncio.sleep(WATCH_INTERVAL)
 
 
+def waiting_line(line: bytes) -> str | None:
+    """What dev prints of a worker log line about records waiting too long (None: the line
+    is about something else)."""
+    if not line.startswith(b"{"):
+        return None
+    try:
+        doc = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(doc, dict) or doc.get("event") not in WAITING_EVENTS:
+        return None
+    if doc["event"] == "waiting_too_long_more":
+        return (
+            f"waiting: {counted(doc.get('sessions', 0), 'more session')} crossed "
+            "STREAM_APP_WAITING_WARN_SECONDS in one sweep; the worker's log counts them"
+        )
+    kind, n = doc.get("kind"), doc.get("waiting", 0)
+    what = (
+        f"{counted(n, 'message')} waiting for a finishing message"
+        if kind == "messages"
+        else f"{counted(n, 'decision')} waiting for a turn"
+    )
+    return (
+        f"waiting: session {doc.get('session_id')!r}: {what} for {doc.get('age_seconds', 0):g} s "
+        f"({doc.get('hint', '')})"
+    )
+
+
+async def _follow_waiting(log: Path) -> None:
+    """Prints the worker's ``waiting_too_long`` lines as it writes them; returns never."""
+    position = 0
+    while True:
+        with suppress(OSError):
+            with open(log, "rb") as file:
+                file.seek(position)
+                chunk = file.read()
+            end = chunk.rfind(b"\n") + 1  # whole lines only: the rest is still being written
+            position += end
+            for line in chunk[:end].splitlines():
+                if (shown := waiting_line(line)) is not None:
+                    print(shown, flush=True)
+        await asyncio.sleep(WATCH_INTERVAL)
+
+
 async def _show(
     bootstrap: str,
     settings: Settings,
@@ -368,7 +421,8 @@ async def _show(
 ) -> None:
     """Prints turns, dead letters and final turns until ``turns`` are printed, publishing
     the demo (if any) meanwhile, so that each shows as the record that caused it is
-    applied (a turn's final line when its window has passed)."""
+    applied (a turn's final line when its window has passed), and the worker's lines
+    about messages and decisions that wait too long."""
     tasks = [
         asyncio.ensure_future(
             tail(
@@ -378,7 +432,8 @@ async def _show(
                 dead_letters=settings.topic_dlq,
                 finals=settings.topic_final,
             )
-        )
+        ),
+        asyncio.ensure_future(_follow_waiting(log)),
     ]
     if demo is not None:
         path, records = demo
