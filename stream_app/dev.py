@@ -385,15 +385,13 @@ def waiting_line(line: bytes) -> str | None:
             "STREAM_APP_WAITING_WARN_SECONDS in one sweep; the worker's log counts them"
         )
     kind, n = doc.get("kind"), doc.get("waiting", 0)
+    waited = f"{'has' if n == 1 else 'have'} waited {doc.get('age_seconds', 0):g} s"
     what = (
-        f"{counted(n, 'message')} waiting for a finishing message"
+        f"{counted(n, 'message')} {waited} for a finishing message"
         if kind == "messages"
-        else f"{counted(n, 'decision')} waiting for a turn"
+        else f"{counted(n, 'decision')} {waited} for {'its' if n == 1 else 'their'} turn"
     )
-    return (
-        f"waiting: session {doc.get('session_id')!r}: {what} for {doc.get('age_seconds', 0):g} s "
-        f"({doc.get('hint', '')})"
-    )
+    return f"waiting: session {doc.get('session_id')!r}: {what} ({doc.get('hint', '')})"
 
 
 async def _follow_waiting(log: Path) -> None:

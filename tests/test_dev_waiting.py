@@ -44,11 +44,11 @@ DECISIONS = _event(
 
 def test_a_waiting_line_says_what_waits_where_for_how_long_and_why() -> None:
     assert dev.waiting_line(MESSAGES) == (
-        "waiting: session 's1': 2 messages waiting for a finishing message for 12.5 s "
+        "waiting: session 's1': 2 messages have waited 12.5 s for a finishing message "
         "(no assistant message with finishReason has closed them into a turn)"
     )
     assert dev.waiting_line(DECISIONS) == (
-        "waiting: session 's2': 1 decision waiting for a turn for 11 s "
+        "waiting: session 's2': 1 decision has waited 11 s for its turn "
         "(no turn has the inference_call_id or tool-call id their call_id names)"
     )
     more = dev.waiting_line(_event("waiting_too_long_more", sessions=7, partition=0))
