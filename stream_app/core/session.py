@@ -417,6 +417,10 @@ class SessionState:
 
     def drop_decision(self, d: StoredDecision) -> None:
         self._dropped(d.entry, d)
+        self._unhold(d)
+
+    def _unhold(self, d: StoredDecision) -> None:
+        """Forgets ``d`` by its id and as a resend (``_hold`` undone)."""
         decision_id = d.decision["decision_id"]
         if self._held.get(decision_id) is d:
             del self._held[decision_id]
@@ -510,13 +514,7 @@ class SessionState:
             if not keys:
                 del self._reach[rid]
         for d in turn.decisions:  # held no more: nothing can take one out of the turn now
-            decision_id = d.decision["decision_id"]
-            if self._held.get(decision_id) is d:
-                del self._held[decision_id]
-            if d.resend_of is not None and (resends := self._resends.get(d.resend_of)):
-                resends.pop(d.entry, None)
-                if not resends:
-                    del self._resends[d.resend_of]
+            self._unhold(d)
         turn.closed = closed
         self.closed[key] = turn
         return turn
