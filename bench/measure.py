@@ -184,7 +184,9 @@ async def worker_rate(
     n = len(records)
     times = sorted(arrived[k] - sent[k] for k in sent if k in arrived)  # p99: nearest rank
     p50, p99 = (times[int(q * (len(times) - 1))] * 1000 for q in (0.5, 0.99)) if rate else (0, 0)
-    latency = {"p50_ms": p50, "p99_ms": p99, "samples": len(times)} if rate else {}
+    latency = (
+        {"paced_at": rate, "p50_ms": p50, "p99_ms": p99, "samples": len(times)} if rate else {}
+    )
     return {
         "workers": count,
         "records_per_s": n / (committed - first),
