@@ -280,7 +280,13 @@ def _export(args: argparse.Namespace) -> int:
     import tempfile
 
     from stream_app.clients import quiet_client_log
-    from stream_app.dataset_files import DatasetError, is_parquet, require_parquet, write_dataset
+    from stream_app.dataset_files import (
+        DatasetError,
+        is_parquet,
+        require_parquet,
+        write_dataset,
+        written,
+    )
     from stream_app.dataset_files import summary as dataset_summary
     from stream_app.datasets import Options, read_turn_lines
     from stream_app.export import ExportError, export, summary
@@ -322,16 +328,20 @@ def _export(args: argparse.Namespace) -> int:
                     )
                 spool.seek(0)
                 read = read_turn_lines(spool)
-            said.append(summary(counts, args.include_open, args.out))
             default = settings.topic_turns if args.include_open else settings.topic_final
-            source = f"topic {args.topic or default}"
+            topic = args.topic or default
+            said.append(summary(counts, args.include_open, topic))
+            source = f"topic {topic}"
         with progress("writing", in_bytes=False) as bar:
             manifest = write_dataset(read, options, out, source, progress=bar.update)
     except (ExportError, DatasetError, OSError) as exc:
         why = f"{exc.filename}: {exc.strerror}" if isinstance(exc, OSError) else str(exc)
         print(f"stream-app export: {why}", file=sys.stderr)
         return 2
-    said.append(dataset_summary(manifest, out))
+    if args.from_file is not None:
+        said.append(dataset_summary(manifest, out))
+    else:  # what was read is said: the dataset's line says what was written
+        said.append("stream-app export: " + "; ".join(written(manifest, out)))
     print("\n".join(said), file=sys.stderr)
     return 0
 

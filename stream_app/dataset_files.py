@@ -297,19 +297,29 @@ _UNITS = {
 
 
 def summary(manifest: Manifest, out: Path) -> str:
-    """The export's line about the dataset: what was read, written where, and skipped."""
+    """The export's line about a dataset made from a file: what was read, written where,
+    and skipped."""
     read = manifest["read"]
+    return "stream-app export: " + "; ".join(
+        [
+            f"{counted(read['records'], 'record')} read from {manifest['source']}, "
+            f"{counted(read['turns'], 'turn')} of {counted(read['sessions'], 'session')}",
+            *written(manifest, out),
+        ]
+    )
+
+
+def written(manifest: Manifest, out: Path) -> list[str]:
+    """What the export wrote where, and skipped: the dataset's part of its summary (a topic
+    export says what it read in a line of its own, ``export.summary``)."""
     noun, plural = _UNITS[manifest["format"]]
-    written = sum(f["records"] for f in manifest["files"])
+    total = sum(f["records"] for f in manifest["files"])
     paths = dict(output_paths(out, manifest["options"]["eval_fraction"]))
     where = " and ".join(f"{paths[f['split']]} ({f['records']})" for f in manifest["files"])
     skipped = {reason: n for reason, n in manifest["skipped"].items() if n}
-    parts = [
-        f"{counted(read['records'], 'record')} read from {manifest['source']}, "
-        f"{counted(read['turns'], 'turn')} of {counted(read['sessions'], 'session')}",
-        f"{counted(written, noun, plural)} written to {where}",
+    return [
+        f"{counted(total, noun, plural)} written to {where}",
         f"{counted(sum(skipped.values()), 'turn')} skipped"
         + (" (" + ", ".join(f"{k} {v}" for k, v in skipped.items()) + ")" if skipped else ""),
         f"manifest {manifest_path(out)}",
     ]
-    return "stream-app export: " + "; ".join(parts)

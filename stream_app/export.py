@@ -167,13 +167,16 @@ async def export(
     return counts
 
 
-def summary(counts: Counter[str], include_open: bool, target: str) -> str:
+def summary(counts: Counter[str], include_open: bool, topic: str) -> str:
+    """The export's line about what it read from ``topic``: the dataset's line follows."""
+    turns = counted(counts["keys"], "turn")
     parts = [
-        f"{counted(counts['records_read'], 'record')} read, {counted(counts['keys'], 'turn')}",
-        f"{counts['written']} written to {target}",
-        f"{counts['final']} final, {counts['open']} open written too"
-        if include_open
-        else "final turns only (--include-open reads every revision of the turn topic)",
+        f"{counted(counts['records_read'], 'record')} read from topic {topic}, "
+        + (
+            f"the latest revision of {turns} ({counts['final']} final, {counts['open']} open)"
+            if include_open
+            else f"{turns} final (--include-open reads every revision of the turn topic)"
+        )
     ]
     if counts["without_headers"]:
         parts.append(f"{counts['without_headers']} without revision headers (counted open)")

@@ -165,7 +165,14 @@ def assert_round_trip(r: Round, source: Path) -> dict[str, dict[str, Any]]:
     for key, turn in exported.items():
         assert_valid_turn(turn)
         assert_valid_turn_key(key.encode(), turn, orjson.loads(key)[0])
-    assert f"{len(exported)} written to {out}" in done.stderr
+    n = len(exported)
+    read, wrote = done.stderr.splitlines()  # one line each: what was read, what written
+    turns_topic = r.topics["STREAM_APP_TOPIC_TURNS"]
+    assert f"records read from topic {turns_topic}, the latest revision of {n} turns" in read
+    assert wrote == (
+        f"stream-app export: {n} turn lines written to {out} ({n}); 0 turns skipped; "
+        f"manifest {out.with_name('export.manifest.json')}"
+    )
     # Chat examples from the topic equal those from replay's file: each session's turns in the
     # order first emitted, though a late decision's revision comes after later turns.
     chats = []
@@ -204,7 +211,8 @@ def assert_round_trip(r: Round, source: Path) -> dict[str, dict[str, Any]]:
     done = r.cli("export", "--out", str(r.workdir / "final.jsonl"))
     assert done.returncode == 0, done.stderr
     assert read_lines(r.workdir / "final.jsonl") == []
-    assert "0 written to" in done.stderr and "final turns only" in done.stderr
+    assert "0 turns final (--include-open reads" in done.stderr
+    assert "0 turn lines written to" in done.stderr
     return exported
 
 
@@ -302,4 +310,4 @@ def test_publish_and_export_draw_a_progress_bar_on_a_terminal(
     status, shown = on_a_terminal(["export", "--out", str(workdir / "t.jsonl")], env)
     assert status == 0
     assert "exporting" in shown and "━" in shown
-    assert "export: 0 records read, 0 turns; 0 written" in shown
+    assert "export: 0 records read from topic" in shown and "0 turn lines written" in shown
