@@ -121,12 +121,16 @@ class Worker:
         self.waited: dict[int, WaitingSweep] = {}
 
     def assigned(self) -> None:
-        """Forgets the sweeps of the sessions partitions this worker no longer owns (after
-        ``Routing.assigned``): their figures leave the gauges, and the first sweep of one
-        assigned again names every session waiting past the threshold."""
-        for partition in [p for p in self.waited if p not in self.routing.owned]:
+        """Forgets what the sweeps and ticks of the sessions partitions this worker no longer
+        owns found (after ``Routing.assigned``): their figures leave the gauges, and the first
+        sweep of one assigned again names every session waiting past the threshold."""
+        owned = self.routing.owned
+        for partition in [p for p in self.waited if p not in owned]:
             del self.waited[partition]
+        for partition in [p for p in self.waiting if p not in owned]:
+            del self.waiting[partition]
         self._set_waiting_gauges()
+        metrics.FINAL_WAITING.set(sum(self.waiting.values()))
 
     def read(self, run: list[Message]) -> None:
         """Counts a run of records read (one partition's) for ``/metrics`` and the lag

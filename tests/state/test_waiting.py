@@ -18,7 +18,7 @@ from stream_app.core.policy import Policy
 from stream_app.core.records import SourceRecord
 from stream_app.core.waiting import NAMED, WaitingSweep
 from stream_app.state import entries
-from stream_app.worker import SWEEP, Routing, Worker
+from stream_app.worker import SWEEP, TICK, Routing, Worker
 from tests.factories import ORG, assistant, decision, message, tool_call
 from tests.finality_model import ModelWorker, Tables
 
@@ -239,3 +239,18 @@ def test_a_flood_of_crossings_is_named_up_to_a_limit_then_counted_in_one_line(
     assert len(lines) == NAMED + 1
     assert lines[-1][0] == "waiting_too_long_more" and lines[-1][1]["sessions"] == 7
     assert gauges()[0] == NAMED + 7
+
+
+def test_the_turns_waiting_to_go_final_leave_the_gauge_with_their_partition() -> None:
+    clock = [T0]
+    model, _ = waiting_sessions(clock)  # s3 has a turn, emitted at T0 + 30
+    model.checkpoint()  # which files it in the due index
+    routing = Routing("sessions", {}, 1, owned={0})
+    worker = Worker(model.pipeline, model.store, routing, waiting_warn_seconds=THRESHOLD)
+    clock[0] = T0 + Policy(org_id=ORG).late_decision_window_seconds + 60
+    tick = cast(Message, SimpleNamespace(topic="sessions", partition=0, value=TICK))
+    worker.apply(tick, Batch())  # closes s3's turn: it waits for its checkpoint
+    assert metrics.REGISTRY.get_sample_value("stream_app_final_waiting_turns") == 1
+    routing.assigned([])
+    worker.assigned()
+    assert metrics.REGISTRY.get_sample_value("stream_app_final_waiting_turns") == 0
