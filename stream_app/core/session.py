@@ -506,13 +506,7 @@ class SessionState:
         changes again; it is kept, its entry as it was (the head names it closed,
         ``state/entries.py``), with its decisions until its final record is written
         (``drop_closed``)."""
-        turn = self.turns.pop(key)
-        self.open_turn_bytes -= turn.size
-        for rid in turn.reach:
-            keys = self._reach[rid]
-            keys.remove(key)
-            if not keys:
-                del self._reach[rid]
+        turn = self._take_open(key)
         for d in turn.decisions:  # held no more: nothing can take one out of the turn now
             self._unhold(d)
         turn.closed = closed
@@ -547,10 +541,15 @@ class SessionState:
         return turn
 
     def drop_turn(self, key: str) -> EmittedTurn:
-        turn = self.turns.pop(key)
+        turn = self._take_open(key)
         self._dropped(turn.entry, turn)
         for d in turn.decisions:
             self.drop_decision(d)
+        return turn
+
+    def _take_open(self, key: str) -> EmittedTurn:
+        """Takes the turn out of the open turns and out of the ids that reach it."""
+        turn = self.turns.pop(key)
         self.open_turn_bytes -= turn.size
         for rid in turn.reach:
             keys = self._reach[rid]
