@@ -308,6 +308,20 @@ class SessionState:
         oldest = next(iter(self.waiting_decisions.values()), None)
         return None if oldest is None else oldest.arrived
 
+    @property
+    def messages_wait(self) -> tuple[float, int] | None:
+        """When the oldest pending message arrived and how many are pending; None when none
+        is (or its instant is not known): what a head says, and a sweep reads."""
+        if not self.pending_messages or self.pending_since is None:
+            return None
+        return self.pending_since, len(self.pending_messages)
+
+    @property
+    def decisions_wait(self) -> tuple[float, int] | None:
+        """The same for the decisions waiting for their turn."""
+        since = self.waiting_since
+        return None if since is None else (since, len(self.waiting_decisions))
+
     # -- entries ---------------------------------------------------------------------
 
     def _made(self, entry: Entry) -> int:

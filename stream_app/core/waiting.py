@@ -80,7 +80,7 @@ class WaitingSweep:
 
     def see_state(self, state: SessionState) -> None:
         """A decoded session (one the store holds in memory, newer than its head)."""
-        if state.pending_messages and state.pending_since is not None:
-            self.see(state.session_id, MESSAGES, state.pending_since, len(state.pending_messages))
-        if (since := state.waiting_since) is not None:
-            self.see(state.session_id, DECISIONS, since, len(state.waiting_decisions))
+        if (pending := state.messages_wait) is not None:
+            self.see(state.session_id, MESSAGES, *pending)
+        if (waiting := state.decisions_wait) is not None:
+            self.see(state.session_id, DECISIONS, *waiting)

@@ -113,10 +113,10 @@ def head(state: SessionState, epoch: int, dropped: Iterable[tuple[str, int]] = (
     }
     if state.closed:
         value["closed"] = [(t.entry, *t.closed) for t in state.closed.values() if t.closed]
-    if state.pending_messages and state.pending_since is not None:
-        value["pending"] = (state.pending_since, len(state.pending_messages))
-    if (since := state.waiting_since) is not None:
-        value["waiting"] = (since, len(state.waiting_decisions))
+    if (pending := state.messages_wait) is not None:
+        value["pending"] = pending
+    if (waiting := state.decisions_wait) is not None:
+        value["waiting"] = waiting
     return jsonbytes.dumps(value)
 
 
