@@ -114,7 +114,8 @@ class Worker:
         self.on_processing_error = on_processing_error
         self.waiting_warn_seconds = waiting_warn_seconds
         self._records_read = {name: metrics.RECORDS.labels(topic=name) for name in routing.kinds}
-        self.waiting: dict[int, int] = {}  # by sessions partition, as its last tick found
+        # By sessions partition, as its last tick found them: turns waiting to go final.
+        self.finals_waiting: dict[int, int] = {}
         # By sessions partition, as its last sweep found them: what waits past the threshold
         # (``core/waiting.py``), and when that sweep was (where the next one's crossings
         # begin); a partition assigned anew has neither.
@@ -127,10 +128,9 @@ class Worker:
         owned = self.routing.owned
         for partition in [p for p in self.waited if p not in owned]:
             del self.waited[partition]
-        for partition in [p for p in self.waiting if p not in owned]:
-            del self.waiting[partition]
+        for partition in [p for p in self.finals_waiting if p not in owned]:
+            del self.finals_waiting[partition]
         self._set_waiting_gauges()
-        metrics.FINAL_WAITING.set(sum(self.waiting.values()))
 
     def read(self, run: list[Message]) -> None:
         """Counts a run of records read (one partition's) for ``/metrics`` and the lag
@@ -183,8 +183,8 @@ class Worker:
             batch.emitted.append(Emitted(pipeline.tick(partition, TICK_SESSIONS), None))
             if pipeline.more_due:
                 batch.forward.append(Forward(b"", TICK, partition, time.time()))
-            self.waiting[partition] = pipeline.waiting
-            metrics.FINAL_WAITING.set(sum(self.waiting.values()))
+            self.finals_waiting[partition] = pipeline.waiting
+            self._set_waiting_gauges()
             return
         if value == SWEEP:
             now, partition = self.pipeline.clock(), msg.partition
@@ -228,6 +228,8 @@ class Worker:
         self._set_waiting_gauges()
 
     def _set_waiting_gauges(self) -> None:
+        """The gauges of what waits, from every owned partition's last tick and sweep."""
+        metrics.FINAL_WAITING.set(sum(self.finals_waiting.values()))
         found = self.waited.values()
         metrics.MESSAGES_WAITING.set(sum(s.messages.sessions for s in found))
         metrics.MESSAGES_WAITING_OLDEST.set(max((s.messages.oldest for s in found), default=0))
