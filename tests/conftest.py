@@ -52,8 +52,23 @@ def pipeline(broker: EmbeddedBroker, topics: dict[str, str], workdir: Path) -> I
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test that needs the embedded broker is slow: it starts workers, waits for groups to
-    form and for records to travel, so `-m "not slow"` leaves every one of them out."""
+    form and for records to travel, so `-m "not slow"` leaves every one of them out.
+
+    The broker tests run one after another in one xdist group (one broker, one line of
+    workers, so their timings stay those of a worker alone), while the other tests share the
+    remaining cores (`-n auto` in pyproject.toml). They go first, so that their line, the
+    longer one, starts at once; a `paced` test, whose length a clock sets, first of all: it
+    is the one that loses nothing to the unit tests running beside it.
+    """
     for item in items:
         uses_broker = "broker" in getattr(item, "fixturenames", ())
         if uses_broker or item.get_closest_marker("broker") is not None:
+            item.add_marker(pytest.mark.broker)
             item.add_marker(pytest.mark.slow)
+            item.add_marker(pytest.mark.xdist_group("broker"))
+    items.sort(
+        key=lambda item: (
+            item.get_closest_marker("broker") is None,
+            item.get_closest_marker("paced") is None,
+        )
+    )
