@@ -54,11 +54,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test that needs the embedded broker is slow: it starts workers, waits for groups to
     form and for records to travel, so `-m "not slow"` leaves every one of them out.
 
-    The broker tests run one after another in one xdist group (one broker, one line of
-    workers, so their timings stay those of a worker alone), while the other tests share the
-    remaining cores (`-n auto` in pyproject.toml). They go first, so that their line, the
-    longer one, starts at once; a `paced` test, whose length a clock sets, first of all: it
-    is the one that loses nothing to the unit tests running beside it.
+    The broker tests run one after another in one xdist group (one broker and one test's
+    workers at a time), while the other tests run beside them (`-n auto` in pyproject.toml).
+    They go first, so that their line, the longer one, starts at once; a `paced` test, whose
+    length a clock sets, first of all: the unit tests beside it cost it work done, not time,
+    where they would eat into a timed test's margin.
     """
     for item in items:
         uses_broker = "broker" in getattr(item, "fixturenames", ())
