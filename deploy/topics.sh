@@ -70,6 +70,8 @@ topics=(
     "$id-turn_bodies-changelog|$partitions|cleanup.policy=compact,max.message.bytes=4194304"
     # The due index: a small key per session with a turn not yet final.
     "$id-due-changelog|$partitions|cleanup.policy=compact"
+    # The turn keys that went final: two small records a key, kept for a bounded time.
+    "$id-final_keys-changelog|$partitions|cleanup.policy=compact"
     # Faust's leader election: one partition, never written to.
     "$id-__assignor-__leader|1|"
 )

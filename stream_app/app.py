@@ -7,7 +7,9 @@ applied where it is (``worker.Routing``). A session's state lives in four tables
 ``sessions`` (heads), ``entries``, ``turn_bodies`` and ``decisions`` (the collapse), laid
 out so that a checkpoint writes what changed (``state/entries.py``); a fifth, ``due``,
 names the sessions by when a turn of theirs goes final (``state/due.py``), whose final
-records a checkpoint writes once it holds their closing (``finals.py``).
+records a checkpoint writes once it holds their closing (``finals.py``); a sixth,
+``final_keys``, remembers the turns that went final beyond their sessions
+(``state/final_keys.py``).
 
 Each event the agent receives stands for a run of consecutive records of one partition
 (``Consumer.delivered``): Faust's per-event path then costs once per run. Records are
@@ -51,6 +53,7 @@ from stream_app.models.topics import partition_for
 from stream_app.pipeline import Pipeline
 from stream_app.slices import Slices
 from stream_app.state.due import IndexedSessions, OrderedMemoryStore, session_of_due
+from stream_app.state.final_keys import TableFinalKeys, session_of_final_key
 from stream_app.state.recovery import (
     FetchEndTableManager,
     bootstrap_servers,
@@ -157,8 +160,19 @@ def create_app(settings: Settings) -> faust.App:
     bodies = table("turn_bodies", session_of=session_of)
     collapse = table("decisions", session_of=session_of)
     due = table("due", session_of=session_of_due, memory_store=OrderedMemoryStore)
+    final_keys = table(
+        "final_keys", session_of=session_of_final_key, memory_store=OrderedMemoryStore
+    )
     store = IndexedSessions(
-        heads, collapse, bodies, entries, policy.max_state_record_bytes, due, policy, partitions
+        heads,
+        collapse,
+        bodies,
+        entries,
+        policy.max_state_record_bytes,
+        due,
+        policy,
+        partitions,
+        TableFinalKeys(final_keys, partitions),
     )
     # Closed turns wait in the state for the checkpoint that holds them (stream_app/finals.py).
     pipeline = Pipeline(policy, store, finals_now=False)
@@ -177,7 +191,7 @@ def create_app(settings: Settings) -> faust.App:
         )
         checkpoints = Checkpoints(
             store,
-            [heads, entries, bodies, collapse, due],
+            [heads, entries, bodies, collapse, due, final_keys],
             consumer,
             outbox.send,
             outbox.observe,

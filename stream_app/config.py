@@ -130,6 +130,7 @@ class Settings(BaseSettings):
     max_open_turns: int = Field(1000, ge=1)
     max_open_turn_bytes: int = Field(64 * 1024 * 1024, ge=1)
     max_remembered_identities: int = Field(10_000, ge=1)
+    max_final_keys: int = Field(1_000_000, ge=1)
     max_turn_bytes: int = Field(1024 * 1024, ge=1)
     web_port: int = Field(6066, ge=1, le=65535)
     web_host: str = Field(default_factory=socket.gethostname, min_length=1)

@@ -5,8 +5,9 @@ sweep finds its window passed, when a session limit closes it early, or when its
 expires; it stays in its session's state, closed. At a checkpoint, once the sessions are
 written (``checkpointing/batches.py``), ``Finalizer.after_write`` renders the final record
 of every closed turn the snapshot holds, hands them to the producer, waits until the broker
-has them all, and only then drops those turns from their sessions (a change the next
-checkpoint writes). So:
+has them all, and only then drops those turns from their sessions and remembers their keys
+as final (changes the next checkpoint writes, the keys before the heads:
+``state/final_keys.py``). So:
 
 - a worker that stops before a checkpoint holds a closing has written no final record of
   it, and the records it reads again decide the closing afresh;
@@ -64,6 +65,7 @@ class Finalizer:
                 ]
         await self.send(finals)
         self._observe(finals)
+        now = self.clock()
         for session_id, keys in closed.items():
             await pause()
             state = self.store.get(session_id)  # read again: the loop was given back
@@ -72,6 +74,7 @@ class Finalizer:
             for key in keys:
                 if key in state.closed:
                     state.drop_closed(key)
+                    self.store.final_keys.remember(session_id, key, now)
             if finality.spent(state):
                 self.store.delete(session_id)
             else:

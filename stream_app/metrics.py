@@ -24,7 +24,8 @@ REVISIONS = Counter(
 )
 DUPLICATES = Counter(
     "stream_app_duplicates",
-    "Input records ignored as redeliveries, by kind (message, decision).",
+    "Input records ignored as redeliveries, by kind (message, decision, final: a finishing "
+    "message for a turn already final).",
     ["kind"],
     registry=REGISTRY,
 )
@@ -68,7 +69,8 @@ MALFORMED_ARGUMENTS = Counter(
 STATE_EVICTIONS = Counter(
     "stream_app_state_evictions",
     "What a session gave up to stay within its limits, by kind: open_turn (closed early), "
-    "identity (a remembered message identity forgotten).",
+    "identity (a remembered message identity forgotten), final_key (a key that went final "
+    "forgotten before its horizon, past STREAM_APP_MAX_FINAL_KEYS).",
     ["kind"],
     registry=REGISTRY,
 )
@@ -143,6 +145,12 @@ FINAL_DELAY = Histogram(
     buckets=(0.5, 1, 1.5, 2, 3, 5, 10, 30, 60, 300, 1800),
     registry=REGISTRY,
 )
+FINAL_KEYS = Gauge(
+    "stream_app_final_keys",
+    "Turn keys remembered as final on this worker's partitions, as each partition's last "
+    "tick counted them: a finishing message for one of them is a duplicate.",
+    registry=REGISTRY,
+)
 FINAL_WAITING = Gauge(
     "stream_app_final_waiting_turns",
     "Turns past their final_after (or closed early) whose final record is not written yet, "
@@ -187,6 +195,7 @@ def _series() -> dict[Count, Callable[[], Counter] | None]:
         Count.TURN_REVISIONS: lambda: REVISIONS,
         Count.DUPLICATE_MESSAGE: partial(DUPLICATES.labels, kind="message"),
         Count.DUPLICATE_DECISION: partial(DUPLICATES.labels, kind="decision"),
+        Count.DUPLICATE_FINAL: partial(DUPLICATES.labels, kind="final"),
         Count.REPROCESSED: lambda: REPROCESSED,
         Count.OFFSETS_RESTARTED: lambda: OFFSETS_RESTARTED,
         Count.PARTS_SKIPPED: lambda: PARTS_SKIPPED,
@@ -196,6 +205,7 @@ def _series() -> dict[Count, Callable[[], Counter] | None]:
         Count.TURNS_CLOSED: lambda: TURNS_CLOSED,
         Count.TURNS_CLOSED_EARLY: partial(STATE_EVICTIONS.labels, kind="open_turn"),
         Count.IDENTITIES_FORGOTTEN: partial(STATE_EVICTIONS.labels, kind="identity"),
+        Count.FINAL_KEYS_FORGOTTEN: partial(STATE_EVICTIONS.labels, kind="final_key"),
         Count.RECORDS_MESSAGES: None,  # the worker counts records read by topic
         Count.RECORDS_DECISIONS: None,
         Count.SESSIONS_IN_STATE: None,  # the worker's is a gauge

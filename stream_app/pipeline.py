@@ -19,7 +19,14 @@ from stream_app.core.counts import Count
 from stream_app.core.expiry import expire
 from stream_app.core.intake import decode
 from stream_app.core.policy import Policy
-from stream_app.core.records import Outputs, SessionDecision, SessionInput, SourceRecord
+from stream_app.core.records import (
+    FinalTurn,
+    Outputs,
+    SessionDecision,
+    SessionInput,
+    SessionMessage,
+    SourceRecord,
+)
 from stream_app.core.session import SessionState
 from stream_app.models.json_types import Json
 from stream_app.state.base import SessionStore
@@ -56,8 +63,8 @@ class Pipeline:
         outputs its decode began, which this half goes on filling (new when None).
 
         The store is read before the core's step and written after it, never from inside
-        it: the session and the collapse's first copies in, the new session and the
-        collapse's writes out."""
+        it: the session, the collapse's first copies and whether a finishing message's turn
+        went final in; the new session and the collapse's writes out."""
         now = self.clock()
         session_id, collapse = item.session_id, self.store.collapse
         state = self.store.get(session_id)
@@ -66,15 +73,27 @@ class Pipeline:
             if isinstance(item, SessionDecision)
             else _NO_FIRSTS  # a message has no collapse keys
         )
-        state, out, writes = apply(state, item, self.policy, now, firsts, out)
+        already_final = (
+            isinstance(item, SessionMessage)
+            and item.inference_call_id is not None
+            and self.store.final_keys.went_final(session_id, item.inference_call_id)
+        )
+        state, out, writes = apply(state, item, self.policy, now, firsts, out, already_final)
         if writes.forget:
             collapse.forget(session_id)
         for key, first in writes.remember:
             collapse.remember(session_id, key, first)
         if self.finals_now and state.closed:
-            out.finals.extend(finality.drain(state))
+            out.finals.extend(self._drain(state, now))
         self.store.put(state)
         return out
+
+    def _drain(self, state: SessionState, now: float) -> list[FinalTurn]:
+        """The closed turns' final records, their keys remembered as final."""
+        finals = finality.drain(state)
+        for final in finals:
+            self.store.final_keys.remember(state.session_id, final.inference_call_id, now)
+        return finals
 
     def process(self, record: SourceRecord, parsed: Json | None = None) -> Outputs:
         """Both halves, on one ``Outputs``: what decoding counted is never merged in after."""
@@ -113,6 +132,8 @@ class Pipeline:
                 waiting += len(state.closed)
             self.store.due_read(key, state)
         self.waiting = waiting + self.store.due_left  # each of those has a turn at least
+        if forgotten := self.store.final_keys.forget_old(partition, now, self.policy):
+            out.counts[Count.FINAL_KEYS_FORGOTTEN] += forgotten
         return out
 
     def _expire(self, state: SessionState, now: float, out: Outputs) -> None:
@@ -125,7 +146,7 @@ class Pipeline:
             self.store.delete(session_id)
             return
         if self.finals_now and kept.closed:
-            out.finals.extend(finality.drain(kept))
+            out.finals.extend(self._drain(kept, now))
         if finality.spent(kept):
             self.store.delete(session_id)
         elif expired.counts or kept.closed:
@@ -142,6 +163,6 @@ class Pipeline:
                 continue
             finality.close_all(state, finality.EXPIRED, self.policy)
             if self.finals_now:
-                out.finals.extend(finality.drain(state))
+                out.finals.extend(self._drain(state, self.clock()))
             self.store.put(state)
         return out

@@ -230,6 +230,7 @@ class Worker:
     def _set_waiting_gauges(self) -> None:
         """The gauges of what waits, from every owned partition's last tick and sweep."""
         metrics.FINAL_WAITING.set(sum(self.finals_waiting.values()))
+        metrics.FINAL_KEYS.set(self.store.final_keys.held())
         found = self.waited.values()
         metrics.MESSAGES_WAITING.set(sum(s.messages.sessions for s in found))
         metrics.MESSAGES_WAITING_OLDEST.set(max((s.messages.oldest for s in found), default=0))

@@ -23,6 +23,7 @@ from stream_app.core.records import FinalTurn, Outputs, SourceRecord
 from stream_app.finals import Finalizer
 from stream_app.pipeline import Pipeline
 from stream_app.state.due import IndexedSessions, OrderedKeys
+from stream_app.state.final_keys import TableFinalKeys
 
 
 class Stopped(Exception):
@@ -99,7 +100,7 @@ class Tables:
     def __post_init__(self) -> None:
         b = self.budget
         self.heads, self.decisions, self.bodies = DictTable(b), DictTable(b), DictTable(b)
-        self.entries, self.due = DictTable(b), DictTable(b)
+        self.entries, self.due, self.final_keys = DictTable(b), DictTable(b), DictTable(b)
 
 
 class ModelWorker:
@@ -114,6 +115,7 @@ class ModelWorker:
             policy.max_state_record_bytes,
             t.due,
             policy,
+            final_keys=TableFinalKeys(t.final_keys, partitions=1),
         )
         self.pipeline = Pipeline(policy, self.store, clock=lambda: clock[0], finals_now=False)
         self.finalizer = Finalizer(self.store, self._send, clock=lambda: clock[0])
@@ -136,6 +138,11 @@ class ModelWorker:
 
     def tick(self) -> None:
         self._emit(self.pipeline.tick(0))
+
+    def sweep(self) -> None:
+        """The minute sweep: expires the sessions the due index does not name (those with
+        only decisions or messages waiting)."""
+        self._emit(self.pipeline.sweep())
 
     def checkpoint(self) -> None:
         asyncio.run(self._checkpoint())

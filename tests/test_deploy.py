@@ -416,7 +416,7 @@ def test_the_topics_job_creates_every_topic_a_worker_would(tmp_path: Path, sourc
     }
     changelogs = {
         f"{settings.id}-{table}-changelog"
-        for table in ("sessions", "entries", "decisions", "turn_bodies", "due")
+        for table in ("sessions", "entries", "decisions", "turn_bodies", "due", "final_keys")
     }
     # The state is the changelogs: compacted, never deleted by time; the turn topic keeps the
     # latest revision of every key, the final topic every turn once.

@@ -333,6 +333,7 @@ def run_schedule(
     clock[0] += policy.late_decision_window_seconds + policy.session_ttl_seconds + 1
     for _ in range(3):  # close, write the finals, write the drops
         worker.tick()
+        worker.sweep()
         worker.checkpoint()
     return tables
 
@@ -439,3 +440,21 @@ def test_a_tick_reads_its_limit_of_the_sessions_due_oldest_first_and_says_what_i
         {"a2", "a3"},
         ["a4"],
     ]
+
+
+@PROPERTY
+@given(workloads(), steps)
+def test_a_finish_read_again_after_its_session_forgot_it_never_makes_a_second_final(
+    streams: tuple[list[dict[str, Any]], list[dict[str, Any]]], schedule: list[Step]
+) -> None:
+    # Issue 49 item 2: one identity remembered, sessions expiring between the records of a
+    # stream: a redelivered finish comes after its identity was forgotten, or after its
+    # session expired, and its key is final already. It is a duplicate, across crashes too.
+    policy = Policy(
+        org_id=ORG,
+        late_decision_window_seconds=20.0,
+        session_ttl_seconds=30.0,
+        max_remembered_identities=1,
+    )
+    tables = run_schedule(policy, streams, schedule, seconds=15.0)
+    assert_once(tables)

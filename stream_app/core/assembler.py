@@ -62,12 +62,15 @@ def apply(
     now: float,
     firsts: Firsts,
     out: Outputs | None = None,
+    already_final: bool = False,
 ) -> tuple[SessionState, Outputs, CollapseWrites]:
     """``firsts``: the collapse's first copies of the item's ``collapse_keys`` (a message
     has none), read before the step; the writes it makes to the collapse are returned, for
     the shell to make after it. ``out``: what the record's walk has produced so far (what
     decoding it counted), so that one record has one ``Outputs`` from intake to the
-    producer; new when None."""
+    producer; new when None. ``already_final``: a finishing message's turn key went final
+    before (the store's final keys, read before the step): a second, different final
+    record under it must never be made, so the message is a duplicate."""
     out = Outputs() if out is None else out
     writes = CollapseWrites()
     if state is not None and due(state, policy, now):
@@ -92,6 +95,10 @@ def apply(
     if item.timestamp is not None:
         state.applied_at[position] = max(item.timestamp, state.applied_at.get(position, 0.0))
     if isinstance(item, SessionMessage):
+        if already_final:
+            out.outcome = "duplicate"
+            out.counts[Count.DUPLICATE_FINAL] += 1
+            return state, out, writes
         _add_message(state, item, policy, now, out)
     else:
         _add_decision(state, item, firsts, writes, policy, now, out)

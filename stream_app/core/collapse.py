@@ -38,7 +38,10 @@ def _digest(kind: str, parts: list[object]) -> str:
     return hashlib.blake2b(orjson.dumps([kind, *parts]), digest_size=16).hexdigest()
 
 
-def natural_key(d: DecisionDict) -> str:
+def natural_key(d: DecisionDict, file_path: str | None = None) -> str:
+    """``file_path``: the path as it came, when ``d`` holds it redacted. Redaction changes
+    what a path reads as, never which decisions are the same: two paths that redact alike
+    stay two decisions. The key is a digest, so the path it was made of is never kept."""
     occurred = instant_ns(d["occurred_at"])
     if d["agent_harness"] == "claude-code" and d["call_id"] is not None:
         # A tool-use id is unique per row, so the file path is not part of the identity.
@@ -62,7 +65,7 @@ def natural_key(d: DecisionDict) -> str:
             d["org_id"],
             d["agent_harness"],
             d["session_id"],
-            d["file_path"],
+            d["file_path"] if file_path is None else file_path,
             d["accepted"],
             d["explicit"],
             d["interaction_mode"],

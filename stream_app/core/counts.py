@@ -18,6 +18,7 @@ class Count(StrEnum):
     TURN_REVISIONS = "turn_revisions"
     DUPLICATE_MESSAGE = "duplicate:message"
     DUPLICATE_DECISION = "duplicate:decision"
+    DUPLICATE_FINAL = "duplicate:final"  # a finishing message for a turn already final
     REPROCESSED = "reprocessed"  # read again after a restart, already applied
     OFFSETS_RESTARTED = "offsets_restarted"  # a record below the applied offset, yet new
     PARTS_SKIPPED = "parts_skipped"  # content parts of a kind the contract has not
@@ -27,6 +28,7 @@ class Count(StrEnum):
     TURNS_CLOSED = "turns_closed"  # past the late-decision window
     TURNS_CLOSED_EARLY = "turns_closed_early"  # past the open-turn limits
     IDENTITIES_FORGOTTEN = "identities_forgotten"  # past the remembered-identity limit
+    FINAL_KEYS_FORGOTTEN = "final_keys_forgotten"  # past the final-key limit, early
     RECORDS_MESSAGES = "records:messages"  # replay's records read, by kind
     RECORDS_DECISIONS = "records:decisions"
     SESSIONS_IN_STATE = "sessions_in_state"  # replay's, at its end

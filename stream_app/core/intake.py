@@ -43,6 +43,7 @@ from stream_app.core.redaction import redact, redact_text
 from stream_app.core.tenant import normalize_org
 from stream_app.core.translate import (
     MessageFields,
+    derived_form,
     identity,
     inference_call_id,
     inference_message,
@@ -162,6 +163,15 @@ def _session_message(
 ) -> SessionMessage:
     """A checked message as the core keeps it; ``fields``: the event as it came."""
     message_id = message.messageId
+    completes = role == "assistant" and bool(message.finishReason)
+    if completes and message_id and derived_form(session, message_id):
+        raise _Rejected(
+            Reason.SCHEMA,
+            f"message.messageId: {message_id!r} has the form of the inference_call_id this "
+            "processor derives for a finishing message without a messageId "
+            "(<conversationId>:seq:<sequence> or <conversationId>:sha256:<16 hex>), so its "
+            "turn could take another message's key; send the message's own id, or none",
+        )
     translated = inference_message(message, role, counts, redact_content=policy.redact_content)
     json = jsonbytes.dumps(translated)
     size = len(json)
@@ -171,7 +181,6 @@ def _session_message(
             f"message: is {size} bytes once translated to an InferenceMessage, over the "
             f"{policy.max_record_bytes}-byte limit",
         )
-    completes = role == "assistant" and bool(message.finishReason)
     return SessionMessage(
         session_id=session,
         identity=identity(message_id, sequence),
@@ -250,8 +259,9 @@ def _session_decision(
     policy: Policy,
 ) -> SessionDecision:
     """A checked decision as the core keeps it: bound to the tenant, ``raw`` redacted, and
-    ``file_path`` too (before its natural key is made: no credential in a path reaches
-    state, the collapse table or a Turn; a path without one is kept as it came)."""
+    ``file_path`` too (no credential in a path reaches state, the collapse table or a Turn;
+    a path without one is kept as it came). The natural key is made of the path as it came,
+    so that paths that redact alike stay distinct decisions; it is a digest, and keeps none."""
     raw = redact(fields["raw"])
     file_path = redact_text(payload.file_path)
     decision: DecisionDict = {
@@ -277,7 +287,7 @@ def _session_decision(
     return SessionDecision(
         session_id=payload.session_id,
         decision=decision,
-        natural_key=natural_key(decision),
+        natural_key=natural_key(decision, payload.file_path),
         codex_sibling=codex_sibling(decision),
         origin=origin,
         timestamp=record.timestamp,

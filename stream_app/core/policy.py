@@ -34,9 +34,21 @@ class Policy:
     # Identities of emitted messages, kept to recognise a redelivery: past this the oldest
     # are forgotten (counted), and a copy of a forgotten message is taken for a new one.
     max_remembered_identities: int = 10_000
+    # Turn keys that went final, per partition (not per session: a session that expired is
+    # gone while its keys are still remembered), each for at least ``final_keys_horizon``:
+    # past this the oldest are forgotten early (counted). A finishing message for a key
+    # still remembered is a counted duplicate, never a second, different final record.
+    max_final_keys: int = 1_000_000
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "org_id", normalize_org(self.org_id))
+
+    @property
+    def final_keys_horizon(self) -> float:
+        """How long a key that went final is remembered at least: a session's transcript
+        published again after the session expired (its TTL) still finds every turn it had,
+        the last of which may have gone final a window after its emission."""
+        return self.session_ttl_seconds + self.late_decision_window_seconds
 
     @property
     def max_state_record_bytes(self) -> int:

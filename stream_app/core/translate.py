@@ -8,6 +8,7 @@ translation serves both.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections import Counter
 from collections.abc import Sequence
 from typing import Protocol, cast
@@ -162,6 +163,22 @@ def identity(message_id: str | None, sequence: int | None) -> str | None:
     if sequence is not None:
         return f"seq:{sequence}"
     return None
+
+
+# The call ids derived for a completing message without a messageId (``inference_call_id``),
+# after "<conversationId>:": the canonical text of an int64 sequence, or 16 hex digits.
+_DERIVED = re.compile(r"seq:(?:0|-?[1-9][0-9]*)|sha256:[0-9a-f]{16}")
+
+
+def derived_form(session_id: str, message_id: str) -> bool:
+    """Whether a producer's ``messageId`` has the form of a call id this processor derives in
+    the session (``inference_call_id``): a completing message under such an id could take
+    the key of another message's turn, so it is refused, and derived ids and producers' ids
+    never meet."""
+    prefix = session_id + ":"
+    return message_id.startswith(prefix) and (
+        _DERIVED.fullmatch(message_id, len(prefix)) is not None
+    )
 
 
 def inference_call_id(

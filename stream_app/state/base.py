@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
+from typing import Protocol
 
 from stream_app.core import finality
 from stream_app.core.collapse import Collapse
@@ -15,8 +16,24 @@ from stream_app.core.session import SessionState
 DUE_COUNTED = 1_000
 
 
+class FinalKeys(Protocol):
+    """What the pipeline asks of the keys that went final."""
+
+    def went_final(self, session_id: str, call_id: str) -> bool: ...
+
+    def remember(self, session_id: str, call_id: str, now: float) -> None: ...
+
+    def forget_old(self, partition: int | None, now: float, policy: Policy) -> int:
+        """Forgets the keys past their horizon, then the oldest past the limit, of one
+        partition (None: all); how many it forgot early, past the limit."""
+
+    def held(self) -> int:
+        """How many keys are remembered, as the last ``forget_old`` counted them."""
+
+
 class SessionStore(ABC):
     collapse: Collapse  # the decisions of these sessions collapsed so far
+    final_keys: FinalKeys  # the turn keys that went final (``state/final_keys.py``)
     # Sessions due that the last ``due`` left out past its limit, counted up to DUE_COUNTED.
     due_left = 0
 

@@ -27,7 +27,7 @@ import heapq
 import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from faust.types import TP, EventT
 
@@ -38,6 +38,9 @@ from stream_app.slices import Slices
 from stream_app.state.base import DUE_COUNTED
 from stream_app.state.sessions import Snapshot, StateTable, TableSessions
 from stream_app.state.tables import MemoryStore
+
+if TYPE_CHECKING:
+    from stream_app.state.final_keys import TableFinalKeys
 
 _INSTANT = struct.Struct(">Q")
 INSTANT_BYTES = _INSTANT.size
@@ -78,6 +81,7 @@ class IndexWrites:
     put: list[bytes] = field(default_factory=list)  # before the heads
     delete: list[bytes] = field(default_factory=list)  # after them
     closed: dict[str, list[str]] = field(default_factory=dict)  # session -> closed turns
+    final_keys: int | None = None  # the batch of the final keys it writes, if a table's
 
 
 class IndexedSessions(TableSessions):
@@ -95,11 +99,15 @@ class IndexedSessions(TableSessions):
         due: DueTable,
         policy: Policy,
         partitions: int = 1,
+        final_keys: TableFinalKeys | None = None,
     ) -> None:
         super().__init__(table, decisions, bodies, entries, max_record_bytes)
         self.due_table = due
         self.policy = policy
         self.partitions = partitions
+        self.final_table = final_keys  # None: remembered in memory only (tests)
+        if final_keys is not None:
+            self.final_keys = final_keys
         self._writes: dict[int, IndexWrites] = {}  # by snapshot number
         self._stale: set[bytes] = set()  # keys a tick found stale: deleted at the next seal
 
@@ -137,6 +145,8 @@ class IndexedSessions(TableSessions):
         writes = self._writes.setdefault(snapshot.number, IndexWrites())
         writes.delete.extend(self._stale)
         self._stale = set()
+        if self.final_table is not None:
+            writes.final_keys = self.final_table.seal()
         return snapshot
 
     def _seal_one(self, snapshot: Snapshot, session_id: str) -> None:
@@ -155,20 +165,31 @@ class IndexedSessions(TableSessions):
         super()._seal_one(snapshot, session_id)
 
     async def write(self, snapshot: Snapshot) -> None:
-        """The index keys the snapshot puts, acknowledged; then the sessions
-        (``TableSessions.write``); then the keys it deletes, but any it also puts."""
+        """The index keys and the final keys the snapshot puts, acknowledged; then the
+        sessions (``TableSessions.write``); then the keys it deletes, but any it also puts."""
         writes = self._writes.get(snapshot.number) or IndexWrites()
+        final_keys, batch = self.final_table, writes.final_keys
         pause = Slices()
         for key in writes.put:
             await self.due_table.put(key, b"")
             await pause()
         await self.due_table.written()
+        if final_keys is not None and batch is not None:
+            await final_keys.write_remembered(batch)
         await super().write(snapshot)
         put = set(writes.put)
         for key in writes.delete:
             if key not in put:
                 await self.due_table.put(key, None)
                 await pause()
+        if final_keys is not None and batch is not None:
+            await final_keys.write_forgotten(batch)
+
+    def settled(self, snapshot: Snapshot) -> None:
+        writes = self._writes.get(snapshot.number)
+        if self.final_table is not None and writes is not None and writes.final_keys is not None:
+            self.final_table.settled(writes.final_keys)
+        super().settled(snapshot)
 
     async def release(self, snapshot: Snapshot) -> None:
         self._writes.pop(snapshot.number, None)
@@ -178,6 +199,8 @@ class IndexedSessions(TableSessions):
         """Also the stale keys found: their partitions may have moved (a later tick of the
         partition's owner finds them again)."""
         self._stale.clear()
+        if self.final_table is not None:
+            self.final_table.forget_counts()
         super().forget_all()
 
 

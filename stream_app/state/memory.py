@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterator
 
+from stream_app.core.policy import Policy
 from stream_app.core.session import EmittedTurn, SessionState
 from stream_app.state.base import SessionStore
 
@@ -22,6 +24,31 @@ class MemoryCollapse:
         self._first.pop(session_id, None)
 
 
+class MemoryFinalKeys:
+    """The keys in a dict, in the order they went final: replay, tests and benchmarks."""
+
+    def __init__(self) -> None:
+        self._at: OrderedDict[tuple[str, str], float] = OrderedDict()
+
+    def went_final(self, session_id: str, call_id: str) -> bool:
+        return (session_id, call_id) in self._at
+
+    def remember(self, session_id: str, call_id: str, now: float) -> None:
+        self._at.setdefault((session_id, call_id), now)
+
+    def forget_old(self, partition: int | None, now: float, policy: Policy) -> int:
+        at, oldest = self._at, now - policy.final_keys_horizon
+        while at and next(iter(at.values())) < oldest:
+            at.popitem(last=False)
+        early = max(0, len(at) - policy.max_final_keys)
+        for _ in range(early):
+            at.popitem(last=False)
+        return early
+
+    def held(self) -> int:
+        return len(self._at)
+
+
 class MemorySessions(SessionStore):
     """Sessions kept as decoded states in a dict, the counterpart of ``TableSessions``
     (``state/tables.MemoryStore`` is something else: Faust's in-memory table store)."""
@@ -29,6 +56,7 @@ class MemorySessions(SessionStore):
     def __init__(self) -> None:
         self._sessions: dict[str, SessionState] = {}
         self.collapse = MemoryCollapse()
+        self.final_keys = MemoryFinalKeys()
 
     def get(self, session_id: str) -> SessionState | None:
         return self._sessions.get(session_id)

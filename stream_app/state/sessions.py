@@ -37,8 +37,9 @@ from stream_app.core.waiting import DECISIONS, MESSAGES, WaitingSweep
 from stream_app.models.turn import TurnBodyDict
 from stream_app.slices import Slices, let_go
 from stream_app.state import entries
-from stream_app.state.base import SessionStore
+from stream_app.state.base import FinalKeys, SessionStore
 from stream_app.state.entries import Value
+from stream_app.state.memory import MemoryFinalKeys
 
 # Decoded states kept in memory once written: the sessions a worker is working on. Each
 # holds its turns; one not kept is decoded again from the table when it is next read
@@ -188,6 +189,7 @@ class TableSessions(SessionStore):
         self.entries = entries
         self.max_record_bytes = max_record_bytes  # a state record past it is never sent
         self.collapse: TableCollapse = TableCollapse(decisions)
+        self.final_keys: FinalKeys = MemoryFinalKeys()  # a table's in the worker (IndexedSessions)
         self._live: OrderedDict[str, SessionState | None] = OrderedDict()
         self._epochs: dict[str, int] = {}  # live session -> the epoch of its entries (E3)
         self._garbage: dict[str, list[bytes]] = {}  # found by a read, deleted at the seal

@@ -340,3 +340,27 @@ def test_a_second_act_under_an_id_takes_no_room_it_is_a_conflict_not_a_session_l
         run.dec(d)  # both wait: no turn m1 yet
     assert reasons(run) == [("ambiguous_decision", False), ("ambiguous_decision", True)]
     assert waiting(run) == []
+
+
+def test_paths_that_redact_alike_stay_distinct_decisions() -> None:
+    """Issue 49 item 1: one Codex apply_patch, four decisions on four files whose paths look
+    like credentials to redaction. Redaction may change what a path reads as, never which
+    decisions are the same: the natural key is made of the path as it came."""
+    paths = [
+        "scripts/sk-openai-migration-guide.md",
+        "scripts/sk-anthropic-migration-guide.md",
+        "cache/key-5d41402abc4b2a76b9719d911017c592.json",
+        "cache/key-7d793037a0760186574b0282f2f435e7.json",
+    ]
+    run = Run()
+    run.msg(assistant(message_id="m1", tool_calls=[tool_call("call-1", "apply_patch")]))
+    for n, path in enumerate(paths):
+        out = run.dec(
+            decision(call_id="call-1", decision_id=f"d{n}", harness="codex", file_path=path)
+        )
+        assert out.outcome == "contributed", path
+    assert [d["decision_id"] for d in joined(run)] == ["d0", "d1", "d2", "d3"]
+    assert run.counts["duplicate:decision"] == 0
+    # A copy of one of them, under a regenerated id, is still a duplicate.
+    again = decision(call_id="call-1", decision_id="d0-again", harness="codex", file_path=paths[0])
+    assert run.dec(again).outcome == "duplicate"

@@ -71,3 +71,38 @@ def test_every_emitted_key_is_valid_and_names_its_session_and_call(
     run = Run()
     (revision,) = run.msg(assistant(session, message_id=message_id)).turns
     assert_valid_turn_key(revision.key_bytes, revision.turn, session)
+
+
+def test_a_producer_id_in_the_derived_form_cannot_take_another_turns_key() -> None:
+    """Issue 49 item 3: a finishing message whose messageId is ``s2:seq:4``, then one with no
+    id and sequence 4: the derived id equalled the producer's, the second turn was never
+    emitted and its user message waited forever. A producer's id in the derived form of its
+    session is refused (a dead letter naming the field), so the two never meet."""
+    run = Run()
+    out = run.msg(assistant("s2", "first", message_id="s2:seq:4"))
+    assert out.turns == []
+    (letter,) = out.dead_letters
+    assert letter["reason"] == "schema" and "message.messageId" in letter["error"]
+    run.msg(message("s2", text="the question", sequence=3))
+    later = run.msg(message("s2", "ROLE_ASSISTANT", "second", sequence=4, finish="stop"))
+    (revision,) = later.turns
+    assert revision.turn["inference_call_id"] == "s2:seq:4"
+    assert [m["parts"][0]["content"] for m in revision.turn["new_messages"]] == [
+        "the question",
+        "second",
+    ]
+
+
+@pytest.mark.parametrize(
+    "message_id",
+    ["s2:seq:04", "s2:seq:+4", "s2:sha256:ABCDEF0123456789", "s2:sha256:0123", "s1:seq:4", "seq:4"],
+)
+def test_ids_not_in_a_derived_form_of_the_session_are_kept(message_id: str) -> None:
+    run = Run()
+    (revision,) = run.msg(assistant("s2", message_id=message_id)).turns
+    assert revision.turn["inference_call_id"] == message_id
+
+
+def test_a_message_that_finishes_nothing_may_use_any_id() -> None:
+    run = Run()
+    assert run.msg(message("s2", message_id="s2:seq:4")).dead_letters == []
