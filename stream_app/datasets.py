@@ -30,6 +30,7 @@ from typing import Literal, NamedTuple, NotRequired, TypedDict, cast
 import orjson
 from pydantic import ValidationError
 
+from stream_app.core.records import turn_key as worker_key
 from stream_app.core.tenant import normalize_org
 from stream_app.models.json_types import Json
 from stream_app.models.turn import InferenceMessageDict, Turn, TurnDict
@@ -153,7 +154,9 @@ class TurnLines:
 
     ``latest`` maps a key to the line of its latest revision, kept as bytes (parsed again
     when its session is built): a dict keeps the position of a key's first line, so its
-    order is the order the turns were first emitted.
+    order is the order the turns were first emitted. A turn is its parsed key, never the
+    key's text: ``latest`` holds each key as the worker spells it (``known_as``), so a
+    revision keyed ``["s", "a1"]`` replaces one keyed ``["s","a1"]``.
     """
 
     latest: dict[str, bytes] = field(default_factory=dict)
@@ -173,7 +176,7 @@ class TurnLines:
         if not isinstance(key, str):
             self.unkeyed += 1
             return
-        self.latest[key] = line
+        self.latest[known_as(key)] = line
 
 
 def read_turn_lines(lines: Iterable[bytes]) -> TurnLines:
@@ -192,6 +195,14 @@ def turn_key(key: str) -> tuple[str, str] | None:
     if isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, str) for p in pair):
         return pair[0], pair[1]
     return None
+
+
+def known_as(key: str) -> str:
+    """The key a turn is known by: one that names a turn (the JSON text of ``[session_id,
+    inference_call_id]``, however spaced or escaped) as the worker writes it; any other as it
+    is, which no turn's can equal (the worker's spelling of a pair is always a pair)."""
+    pair = turn_key(key)
+    return key if pair is None else worker_key(*pair).decode()
 
 
 def _completing(turn: TurnDict) -> int | None:

@@ -17,8 +17,15 @@ import orjson
 from stream_app import heap
 from stream_app.config import Settings
 from stream_app.core.counts import Count
-from stream_app.core.dead_letter import rejected
-from stream_app.core.records import Origin, Outputs, SourceRecord, turns_line
+from stream_app.core.dead_letter import dead_letter, rejected
+from stream_app.core.records import (
+    Origin,
+    Outputs,
+    SessionMessage,
+    SourceRecord,
+    turns_line,
+)
+from stream_app.core.session import StoredDecision
 from stream_app.models.dead_letter import Reason
 from stream_app.models.json_types import Json
 from stream_app.pipeline import Pipeline
@@ -98,9 +105,97 @@ def _read(line: bytes, offset: int, settings: Settings) -> tuple[SourceRecord, J
 
 
 _READ = {"messages": Count.RECORDS_MESSAGES, "decisions": Count.RECORDS_DECISIONS}
+RECORDS_OTHER = "records:other"  # lines that are no record (dead-lettered as they are)
+_TOO_LARGE = Count.dead_letter(Reason.TURN_TOO_LARGE)
 
 
-def records(lines: Iterable[bytes], settings: Settings, pipeline: Pipeline) -> Iterator[Outputs]:
+class Ledger:
+    """Where every record read went: the equation of replay's summary (issue 49 item 4),
+
+        read = in turns + duplicates + replaced + in dead letters + dropped + waiting
+
+    - in turns: the messages and decisions of every turn's latest revision (a turn is its
+      key, so a revision replaces what the one before held);
+    - duplicates: the core's counted duplicates (every ``duplicate:*`` count, and records
+      read again, which replay never has);
+    - replaced: copies of a pending message that a later copy with its identity replaced
+      in place (a message published streaming, then in full): the core does not count them;
+    - in dead letters: one record a dead letter, and the records a turn too large to emit
+      held besides the one that finished it (its ``turn_too_large`` dead letter carries them);
+    - dropped: pending messages dropped with their session, at its expiry or, with
+      ``--final-out``, at the end of the input (``end_sessions``);
+    - waiting: without ``--final-out``, pending messages and decisions waiting for a turn
+      that the state still holds at the end of the input.
+
+    What the core does not count (replaced copies, what a turn too large held) is read off
+    the session's state before and after the record's step: replay's store holds the states
+    themselves.
+    """
+
+    def __init__(self) -> None:
+        self.turns: dict[tuple[str, str], int] = {}  # turn -> records its latest revision holds
+        self.replaced = 0
+        self.held_by_too_large = 0
+
+    def step(self, pipeline: Pipeline, record: SourceRecord, parsed: Json | None) -> Outputs:
+        """``Pipeline.process``, with what the ledger reads of the state around the step."""
+        item, out = pipeline.decode(record, parsed)
+        if item is None:
+            return out
+        if not isinstance(item, SessionMessage):
+            return self._turns(pipeline.apply(item, out))
+        state = pipeline.store.get(item.session_id)
+        replaces, pending = False, 0
+        waiting: list[StoredDecision] = []
+        if state is not None:
+            replaces = state.pending_with(item.identity) is not None
+            if item.inference_call_id is not None:
+                pending, waiting = len(state.pending_messages), state.waiting
+        out = pipeline.apply(item, out)
+        if out.counts[Count.SESSIONS_EXPIRED]:  # expired first: expiry counted what it held
+            replaces, pending, waiting = False, 0, []
+        if out.outcome != "contributed":
+            return self._turns(out)
+        self.replaced += replaces
+        if out.counts[_TOO_LARGE] and not any(r.first for r in out.turns):
+            # The turn this message finished was too large to emit: its dead letter holds the
+            # pending messages and the waiting decisions it took, which left the state.
+            after = pipeline.store.get(item.session_id)
+            still = set() if after is None else {id(d) for d in after.waiting}
+            lettered = {(dl["source_topic"], dl["offset"]) for dl in out.dead_letters}
+            taken = [
+                d
+                for d in waiting
+                if id(d) not in still and (d.origin.source_topic, d.origin.offset) not in lettered
+            ]
+            self.held_by_too_large += pending - replaces + len(taken)
+        return self._turns(out)
+
+    def _turns(self, out: Outputs) -> Outputs:
+        for revision in out.turns:
+            turn = revision.turn
+            held = len(turn["new_messages"]) + len(turn["decisions"])
+            self.turns[(revision.session_id, turn["inference_call_id"])] = held
+        return out
+
+    def count(self, totals: Counter[str]) -> None:
+        """Adds the equation's terms to ``totals`` (``waiting:*`` are counted at the end)."""
+        totals["records_read"] = (
+            totals[Count.RECORDS_MESSAGES] + totals[Count.RECORDS_DECISIONS] + totals[RECORDS_OTHER]
+        )
+        totals["in_turns"] = sum(self.turns.values())
+        totals["duplicates"] = totals[Count.REPROCESSED] + sum(
+            n for k, n in totals.items() if k.startswith("duplicate:")
+        )
+        totals["replaced_copies"] = self.replaced
+        letters = sum(n for k, n in totals.items() if k.startswith("dead_letter:"))
+        totals["in_dead_letters"] = letters + self.held_by_too_large
+        totals["dropped_messages"] = totals[Count.PENDING_MESSAGES_EXPIRED]
+
+
+def records(
+    lines: Iterable[bytes], settings: Settings, pipeline: Pipeline, ledger: Ledger | None = None
+) -> Iterator[Outputs]:
     for offset, line in enumerate(lines):
         if not line or line.isspace():
             continue
@@ -108,13 +203,45 @@ def records(lines: Iterable[bytes], settings: Settings, pipeline: Pipeline) -> I
         if isinstance(read, str):
             bad = SourceRecord("messages", REPLAY_INPUT_TOPIC, 0, offset, None, line.rstrip(b"\n"))
             reason = Reason.INVALID_JSON if read.startswith("line is not") else Reason.SCHEMA
-            yield rejected(Origin.of(bad), reason, read, pipeline.clock())
+            out = rejected(Origin.of(bad), reason, read, pipeline.clock())
+            out.counts[RECORDS_OTHER] += 1  # type: ignore[index]  # replay's own count
+            yield out
             continue
         record, value = read
         # A string is the raw record, still to parse; anything else was parsed with the line.
-        out = pipeline.process(record, None if isinstance(value, str) else value)
+        parsed = None if isinstance(value, str) else value
+        if ledger is None:
+            out = pipeline.process(record, parsed)
+        else:
+            out = ledger.step(pipeline, record, parsed)
         out.counts[_READ[record.kind]] += 1
         yield out
+
+
+def end_sessions(pipeline: Pipeline) -> Outputs:
+    """``--final-out``: the end of the input is the end of every session, as its expiry is
+    for the worker (``core/expiry.py``): every open turn goes final (``expired``), every
+    decision still waiting for a turn is an ``orphaned_decision`` dead letter, and the
+    pending messages that no finishing message closed are dropped and counted. The sessions
+    are left in the store as they were otherwise, so that ``unfinished`` still names them."""
+    out = pipeline.finish()
+    now = pipeline.clock()
+    orphaned = Count.dead_letter(Reason.ORPHANED_DECISION)
+    for session_id in pipeline.store.session_ids():
+        state = pipeline.store.get(session_id)
+        if state is None:
+            continue
+        for waiting in state.waiting:
+            error = (
+                f"no turn of session {session_id!r} reached call_id {waiting.call_id!r} "
+                "before the end of the input (replay --final-out ends every session there)"
+            )
+            out.dead_letters.append(
+                dead_letter(waiting.origin, Reason.ORPHANED_DECISION, error, now)
+            )
+            out.counts[orphaned] += 1
+        out.counts[Count.PENDING_MESSAGES_EXPIRED] += len(state.pending_messages)
+    return out
 
 
 class FinalLines:
@@ -157,9 +284,9 @@ def replay(
     pipeline = pipeline or Pipeline(settings.policy(), MemorySessions())
     totals: Counter[str] = Counter()
     finals = None if final is None else FinalLines()
-    for n, out in enumerate(records(lines, settings, pipeline), 1):
-        if n % FREEZE_EVERY == 0:
-            heap.freeze_survivors()  # the state built so far: the collector walks it no more
+    ledger = Ledger()
+
+    def written(out: Outputs) -> None:
         for revision in out.turns:
             turns.write(turns_line(revision.key, revision.value))
         if finals is not None:
@@ -168,9 +295,21 @@ def replay(
             dlq.write(orjson.dumps(letter, option=orjson.OPT_APPEND_NEWLINE))
         for count, times in out.counts.items():  # Counter.update's checks cost more
             totals[count] += times
+
+    for n, out in enumerate(records(lines, settings, pipeline, ledger), 1):
+        if n % FREEZE_EVERY == 0:
+            heap.freeze_survivors()  # the state built so far: the collector walks it no more
+        written(out)
     if finals is not None and final is not None:
-        finals.add(pipeline.finish())
+        written(end_sessions(pipeline))
         totals["turns_final"] = finals.write(final)
+    else:  # the sessions stay open: what they hold still waits, and is counted so
+        for session_id in pipeline.store.session_ids():
+            state = pipeline.store.get(session_id)
+            if state is not None:
+                totals["waiting:messages"] += len(state.pending_messages)
+                totals["waiting:decisions"] += len(state.waiting_decisions)
+    ledger.count(totals)
     totals["sessions_in_state"] = len(pipeline.store)
     return totals
 
@@ -205,7 +344,9 @@ def summary(counts: Counter[str]) -> str:
     letters = by("dead_letter:")
     parts: list[str] = [
         f"{counted(counts['records:messages'], 'message')}, "
-        f"{counted(counts['records:decisions'], 'decision')} read",
+        f"{counted(counts['records:decisions'], 'decision')}"
+        + (f", {counted(counts[RECORDS_OTHER], 'other line')}" if counts[RECORDS_OTHER] else "")
+        + " read",
         f"{counted(counts['turns_emitted'], 'turn')} emitted, "
         f"{counted(counts['turn_revisions'], 'revision')}"
         + (f", {counts['turns_final']} final" if "turns_final" in counts else ""),
@@ -215,6 +356,44 @@ def summary(counts: Counter[str]) -> str:
         + (" (" + ", ".join(f"{k} {v}" for k, v in letters.items()) + ")" if letters else ""),
         f"{counted(counts['parts_skipped'], 'part')} skipped, "
         f"{counted(counts['malformed_tool_arguments'], 'tool call')} with malformed arguments",
+        equation(counts),
         f"{counted(counts['sessions_in_state'], 'session')} in state",
     ]
     return "stream-app replay: " + "; ".join(parts)
+
+
+def accounted(counts: Counter[str]) -> int:
+    """The records the equation's right-hand side accounts for (``Ledger``)."""
+    return (
+        counts["in_turns"]
+        + counts["duplicates"]
+        + counts["replaced_copies"]
+        + counts["in_dead_letters"]
+        + counts["dropped_messages"]
+        + counts["waiting:messages"]
+        + counts["waiting:decisions"]
+    )
+
+
+def equation(counts: Counter[str]) -> str:
+    """Where every record read went (``Ledger``): ``N records read = ... in turns + ...``;
+    without ``--final-out`` (sessions left open) what still waits in state is a term."""
+    read = counts["records_read"]
+    terms = [
+        f"{counts['in_turns']} in turns",
+        counted(counts["duplicates"], "duplicate"),
+        f"{counts['replaced_copies']} replaced by a later copy",
+        f"{counts['in_dead_letters']} in dead letters",
+        f"{counts['dropped_messages']} dropped",
+    ]
+    if "turns_final" not in counts:
+        messages, decisions = counts["waiting:messages"], counts["waiting:decisions"]
+        terms.append(
+            f"{messages + decisions} waiting ({counted(messages, 'message')}, "
+            f"{counted(decisions, 'decision')})"
+        )
+    missing = read - accounted(counts)
+    said = f"{counted(read, 'record')} read = " + " + ".join(terms)
+    if missing:  # a record in no output and no count: a bug, said rather than hidden
+        said = said.replace(" = ", " != ", 1) + f" ({missing} unaccounted for)"
+    return said

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from stream_app.config import Settings
 from stream_app.pipeline import Pipeline
-from stream_app.replay import replay
+from stream_app.replay import accounted, replay
 
 ROWS = [
     ("records:messages", "messages read"),
@@ -25,6 +25,16 @@ ROWS = [
     ("parts_skipped", "content parts skipped"),
     ("malformed_tool_arguments", "malformed tool arguments"),
     ("sessions_in_state", "sessions in state"),
+]
+LEDGER = [
+    ("records_read", "records read, of which"),
+    ("in_turns", "  in turns (latest revisions)"),
+    ("duplicates", "  duplicates"),
+    ("replaced_copies", "  replaced by a later copy"),
+    ("in_dead_letters", "  in dead letters"),
+    ("dropped_messages", "  messages dropped"),
+    ("waiting:messages", "  messages waiting (no --final-out)"),
+    ("waiting:decisions", "  decisions waiting (no --final-out)"),
 ]
 
 
@@ -38,6 +48,13 @@ def summary_table(counts: Counter[str]) -> Table:
         table.add_row("final turns (--final-out)", f"{counts['turns_final']:,}")
     for key in sorted(k for k in counts if k.startswith("dead_letter:")):
         table.add_row(f"dead letters: {key.removeprefix('dead_letter:')}", f"{counts[key]:,}")
+    # Where every record read went (``replay.Ledger``): the rows below add up to the first.
+    table.add_section()
+    ledger = [(k, label) for k, label in LEDGER if k in counts or "turns_final" not in counts]
+    for key, label in ledger:
+        table.add_row(label, f"{counts[key]:,}")
+    if missing := counts["records_read"] - accounted(counts):
+        table.add_row("[bold red]unaccounted for[/]", f"{missing:,}")
     return table
 
 

@@ -646,3 +646,40 @@ def test_a_turn_nested_deeper_than_any_the_worker_writes_is_not_a_turn(tmp_path:
     for form in ("turns", "chat", "trajectories"):
         manifest, _ = export(b"\n".join(lines), tmp_path, f"{form}.jsonl", format=form)
         assert manifest["skipped"]["not_a_turn"] == 1, form
+
+
+def test_a_turn_whose_key_is_spelled_two_ways_is_one_turn(tmp_path: Path) -> None:
+    """Issue 49 item 5: a later revision keyed ``["s", "a1"]`` (``json.dumps`` spacing) and an
+    earlier one ``["s","a1"]`` are one turn, the later revision: a turn is known by its parsed
+    key (session id, inference call id), never by the key's text."""
+    import json
+
+    turns = replayed(EXAMPLE.read_bytes(), org="default")
+    seen: set[str] = set()
+    respelt = []
+    for line in turns.splitlines():
+        doc = orjson.loads(line)
+        if doc["key"] in seen:  # a revision: its key written as json.dumps writes it
+            doc["key"] = json.dumps(orjson.loads(doc["key"]))
+            assert doc["key"].encode() not in turns
+        seen.add(doc["key"])
+        respelt.append(orjson.dumps(doc))
+    assert len(respelt) == 5 and len(seen) == 5  # four turns, one of them revised
+    source = b"\n".join(respelt) + b"\n"
+    manifest, out = export(source, tmp_path, format="chat")
+    assert manifest["read"] == {"records": 5, "turns": 4, "sessions": 1}
+    examples = jsonl(out)
+    assert [e["metadata"]["inference_call_id"] for e in examples] == [
+        "msg-a1",
+        "msg-a2",
+        "msg-a3",
+        "msg-a4",
+    ]
+    _, original = export(turns, tmp_path, "original.jsonl", format="chat")
+    assert examples == jsonl(original)  # the later revision, the history not repeated
+    manifest, out = export(source, tmp_path, "lines.jsonl", format="turns")
+    assert [d["key"] for d in jsonl(out)] == [
+        k for k in dict.fromkeys(orjson.loads(x)["key"] for x in turns.splitlines())
+    ]  # written as the worker spells the key
+    trajectories = jsonl(export(source, tmp_path, "traj.jsonl", format="trajectories")[1])
+    assert [len(t["turns"]) for t in trajectories] == [4]

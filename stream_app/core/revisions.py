@@ -4,7 +4,10 @@ and whether a turn is final.
 The worker writes every revision of a turn under the turn's key; the topic is compacted, but
 a reader may still see several revisions of a key (compaction runs late, or never on the
 test broker). Kafka keeps a key's records in order within its partition, so the latest
-revision is the last one read there. The headers (``TurnRevision.headers``) tell a consumer
+revision is the last one read there. A turn is its parsed key, (session id, inference call id),
+never the key's text: a producer that spells the key otherwise (``["s", "a1"]``, as
+``json.dumps`` writes it) still names the turn the worker keys ``["s","a1"]``
+(``turn_identity``). The headers (``TurnRevision.headers``) tell a consumer
 which revision a record is and when its turn can no longer change, without reading state.
 """
 
@@ -12,8 +15,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+import orjson
+
+from stream_app.core.records import turn_key
 from stream_app.models.timestamps import instant_ns
 
 SESSION_ID = "session_id"
@@ -46,6 +52,20 @@ def read_headers(headers: Iterable[tuple[str, bytes]] | None) -> RevisionHeaders
     return RevisionHeaders(session_id, revision, final_after)
 
 
+def turn_identity(key: bytes) -> bytes:
+    """The key a turn is known by: a key that names a turn (the JSON array
+    ``[session_id, inference_call_id]``, however spaced or escaped) as the worker writes it
+    (``core/records.turn_key``); any other key as it is, which no turn's can equal (the
+    worker's spelling of a pair is always a pair)."""
+    try:
+        pair = orjson.loads(key)
+    except orjson.JSONDecodeError:
+        return key
+    if isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, str) for p in pair):
+        return turn_key(pair[0], pair[1])
+    return key
+
+
 @dataclass(frozen=True, slots=True)
 class TurnRecord:
     """One record of the turn topic, as far as choosing and writing the latest goes."""
@@ -75,7 +95,8 @@ def _replaces(new: TurnRecord, old: TurnRecord) -> bool:
 @dataclass(slots=True)
 class Latest:
     """The latest revision of every key, fed the turn topic's records in any partition order
-    (each partition in offset order)."""
+    (each partition in offset order), by the turn each names (``turn_identity``). A record
+    kept is kept under that key, whatever its own spelling."""
 
     # A key keeps the place of its first record (a dict keeps a key where it was first put):
     # within a partition, the order its turns were first emitted in.
@@ -84,9 +105,12 @@ class Latest:
 
     def add(self, record: TurnRecord) -> None:
         self.read += 1
-        old = self.records.get(record.key)
+        key = turn_identity(record.key)
+        if key != record.key:
+            record = replace(record, key=key)
+        old = self.records.get(key)
         if old is None or _replaces(record, old):
-            self.records[record.key] = record
+            self.records[key] = record
 
     def select(self, now: float, include_open: bool) -> tuple[list[TurnRecord], Counter[str]]:
         """The latest revisions to write, by partition and in each in the order the turns were

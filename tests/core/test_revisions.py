@@ -166,3 +166,24 @@ def test_only_turns_past_final_after_are_selected_unless_open_ones_are_asked_for
     chosen, counts = latest.select(now=100.0, include_open=True)
     assert [r.key for r in chosen] == [b"closed", b"at-now", b"open", b"old-worker"]
     assert counts["written"] == 4
+
+
+def test_a_key_spelled_two_ways_is_one_turn() -> None:
+    """Issue 49 item 5: a turn is its parsed key, not its text: ``["s", "a1"]`` (as
+    ``json.dumps`` writes it) is a later revision of ``["s","a1"]``, and it is written under
+    the key as the worker spells it."""
+    latest = Latest()
+    latest.add(record(0, 0, b'["s","a1"]', b'{"r":1}', headers(1, 100.0, "s")))
+    latest.add(record(0, 1, b'["s","a2"]', b'{"r":1}', headers(1, 100.0, "s")))
+    latest.add(record(0, 2, b'["s", "a1"]', b'{"r":2}', headers(2, 100.0, "s")))
+    latest.add(record(0, 3, b'[ "s" , "\\u0061\\u0032" ]', b'{"r":2}', headers(2, 100.0, "s")))
+    chosen, counts = latest.select(now=200.0, include_open=False)
+    assert [(r.key, r.value) for r in chosen] == [
+        (b'["s","a1"]', b'{"r":2}'),
+        (b'["s","a2"]', b'{"r":2}'),
+    ]
+    assert counts == Counter(records_read=4, keys=2, final=2, written=2)
+    # a key that names no turn is kept as it is, apart from every turn's
+    latest.add(record(0, 4, b"not a turn", b"{}", headers(1, 100.0, "s")))
+    latest.add(record(0, 5, b'["s"]', b"{}", headers(1, 100.0, "s")))
+    assert len(latest.select(now=200.0, include_open=False)[0]) == 4
