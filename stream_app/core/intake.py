@@ -262,7 +262,7 @@ def _session_decision(
     ``file_path`` too (no credential in a path reaches state, the collapse table or a Turn;
     a path without one is kept as it came). The natural key is made of the path as it came,
     so that paths that redact alike stay distinct decisions; it is a digest, and keeps none."""
-    raw = redact(fields["raw"])
+    raw = redact(cast(JsonObject, fields["raw"]))  # the schema checked it is an object
     file_path = redact_text(payload.file_path)
     decision: DecisionDict = {
         "decision_id": payload.decision_id,

@@ -985,6 +985,227 @@ SHAPES: list[Shape] = [
         {"name": "DB_\u0420\u0410SSWORD", "value": PW},
     ),
 ]
+# -- issue 49: classes that leaked (each in decisions and in content) ------------------------
+
+PW2 = j("Hu", "nter-", run(12, LOWER, 240))  # a second password, for two in one text
+TOK = run(40, ALNUM, 241)  # a token with no vendor shape
+DSN_PW = j("s3/cr", "#et-", run(8, LOWER, 242))  # a URL password with "/" and "#"
+
+ISSUE_49: list[Shape] = [
+    # secret names assigned in code of other languages
+    _in("php variable", "code of other languages", PW, "$db_password = '{}';"),
+    _in("perl variable", "code of other languages", PW, 'my $api_token = "{}";'),
+    _in("powershell variable", "code of other languages", PW, "$Password = '{}'"),
+    _in("powershell env", "code of other languages", TOK, '$env:API_TOKEN = "{}"'),
+    _in("php define", "code of other languages", PW, "define('DB_PASSWORD', '{}');"),
+    _in("os.environ item", "code of other languages", TOK, 'os.environ["X_API_KEY"] = "{}"'),
+    _in("config item", "code of other languages", PW, "config['password'] = '{}'"),
+    _in("setenv call", "code of other languages", TOK, 'setenv("API_TOKEN", "{}", 1);'),
+    _in("go os.Setenv", "code of other languages", TOK, 'os.Setenv("GITHUB_TOKEN", "{}")'),
+    _in(
+        "java system property",
+        "code of other languages",
+        PW,
+        'System.setProperty("db.password", "{}");',
+    ),
+    _in(
+        "builder call",
+        "code of other languages",
+        PW,
+        'DataSource ds = builder.username("app").password("{}").build();',
+    ),
+    _in(
+        "ruby hash rocket", "code of other languages", PW, "{{ :user => 'app', :password => '{}' }}"
+    ),
+    _in(
+        "localStorage.setItem",
+        "code of other languages",
+        TOK,
+        "localStorage.setItem('token', '{}');",
+    ),
+    _in(
+        "auth tuple",
+        "code of other languages",
+        PW,
+        'requests.get(url, auth=("ana", "{}"))',
+    ),
+    _in("login call", "code of other languages", PW, 'client.login("ana", "{}")'),
+    _in(
+        "header tuple",
+        "code of other languages",
+        TOK,
+        'headers = [("X-Api-Key", "{}"), ("Accept", "application/json")]',
+    ),
+    # prefixed or triple-quoted literals
+    _in("bytes literal", "prefixed literal", PW, "password = b'{}'"),
+    _in("raw literal", "prefixed literal", TOK, 'API_TOKEN = r"{}"'),
+    _in("c# verbatim literal", "prefixed literal", PW, 'var password = @"{}";'),
+    _in("bash ansi-c literal", "prefixed literal", PW, "DB_PASSWORD=$'{}'"),
+    _in("triple-quoted literal", "prefixed literal", PW, 'SECRET = """{}"""'),
+    # names not recognised before
+    _in(
+        "laravel app key",
+        "secret name",
+        j("base64:", run(43, B64, 243), "="),
+        "APP_ENV=local\nAPP_KEY={}\nAPP_DEBUG=true",
+    ),
+    _keyed("vendor app key", "ALGOLIA_APP_KEY", run(32, HEX, 244)),
+    _keyed("vendor admin key", "ALGOLIA_ADMIN_KEY", run(32, HEX, 245)),
+    _in(
+        "application key header",
+        "secret name",
+        run(40, HEX, 246),
+        "curl -H 'DD-APPLICATION-KEY: {}' https://api.datadoghq.com/api/v1/validate",
+    ),
+    _keyed("hmac key", "HMAC_KEY", run(64, HEX, 247)),
+    _in(
+        "subscription key header",
+        "secret name",
+        run(32, HEX, 248),
+        "Ocp-Apim-Subscription-Key: {}",
+    ),
+    _in(
+        "function key header",
+        "secret name",
+        j(run(40, ALNUM, 249), "=="),
+        "x-functions-key: {}",
+    ),
+    _in(
+        "lower-case accountkey",
+        "secret name",
+        j(run(60, ALNUM, 250), "=="),
+        "defaultendpointsprotocol=https;accountname=acct;accountkey={};endpointsuffix=core",
+    ),
+    _keyed("personal access token name", "GITHUB_PAT", TOK),
+    _in(
+        "authkey query",
+        "secret name",
+        run(36, ALNUM, 251),
+        "https://api.example.com/v2/send?authkey={}&to=ana",
+    ),
+    _in("api key label", "secret name", run(32, ALNUM, 252), "Your new credentials\nAPI Key: {}"),
+    _in("secret key label", "secret name", run(40, ALNUM, 253), "Secret Key: {}"),
+    _in(
+        "secret access key label",
+        "secret name",
+        run(40, B64, 254),
+        "Access key ID: EXAMPLEID\nSecret access key: {}",
+    ),
+    _in("private key label", "secret name", j("0x", run(64, HEX, 255)), "Private key: {}"),
+    _in(
+        "aws console credentials csv",
+        "secret name",
+        run(40, ALNUM, 256),
+        "User name,Password,Access key ID,Secret access key,Console login link\n"
+        "ana,,EXAMPLEID,{},https://acct.signin.aws.amazon.com/console",
+    ),
+    # structures
+    _in(
+        "xml cdata",
+        "structure",
+        PW,
+        "<config><password><![CDATA[{}]]></password></config>",
+    ),
+    _in(
+        "xml entry key",
+        "structure",
+        PW,
+        '<properties><entry key="db.password">{}</entry></properties>',
+    ),
+    _in(
+        "xml value of a secret-named property",
+        "structure",
+        PW,
+        "<property>\n  <name>db.password</name>\n  <value>{}</value>\n</property>",
+    ),
+    _in(
+        "xml value child",
+        "structure",
+        PW,
+        "<password>\n  <value>{}</value>\n</password>",
+    ),
+    _in("yaml list under a secret name", "structure", PW, "passwords:\n  - {}\n  - other\n"),
+    _in("yaml anchor", "structure", PW, "defaults:\n  password: &pw {}\nprod:\n  password: *pw\n"),
+    _structured(
+        "jwk private member d",
+        "structure",
+        '{{"kty": "EC", "crv": "P-256", "x": "abc", "y": "def", "d": "{}"}}'.format(
+            run(43, ALNUM + "-_", 257)
+        ),
+        run(43, ALNUM + "-_", 257),
+        {"kty": "EC", "crv": "P-256", "x": "abc", "y": "def", "d": run(43, ALNUM + "-_", 257)},
+    ),
+    _structured(
+        "jwk symmetric member k",
+        "structure",
+        '{{"kty": "oct", "alg": "HS256", "k": "{}"}}'.format(run(43, ALNUM + "-_", 258)),
+        run(43, ALNUM + "-_", 258),
+        {"kty": "oct", "alg": "HS256", "k": run(43, ALNUM + "-_", 258)},
+    ),
+    # URLs
+    _in("dsn password with / and #", "url password", DSN_PW, "postgres://app:{}@db:5432/shop"),
+    _in(
+        "escaped url password",
+        "url password",
+        PW,
+        '{{"url": "https:\\/\\/ana:{}@git.example.com\\/shop.git"}}',
+    ),
+    # commands
+    _in("curl -U proxy user", "command line", PW, "curl -U proxy:{} https://example.com"),
+    _in("--proxy-user", "command line", PW, "curl --proxy-user ana:{} -x proxy:3128 https://x.io"),
+    _in("httpie -a", "command line", PW, "http -a ana:{} GET https://api.example.com/me"),
+    _in(
+        "escaped-space authorization",
+        "command line",
+        TOK,
+        "curl -H Authorization:\\ Bearer\\ {} https://api.example.com",
+    ),
+    _in("sqlplus user/pass@", "command line", PW, "sqlplus scott/{}@orcl"),
+    _in(
+        "openssl -k",
+        "command line",
+        PW,
+        "openssl enc -aes-256-cbc -salt -in a.txt -k {} -out a.enc",
+    ),
+    _in("gh secret set --body", "command line", TOK, "gh secret set NPM_TOKEN --body {}"),
+    _in("sudo -S", "command line", PW, "echo {} | sudo -S apt-get update"),
+    _in(
+        "docker login --password-stdin",
+        "command line",
+        PW,
+        "echo '{}' | docker login --username ana --password-stdin",
+    ),
+    _in("chpasswd", "command line", PW, "echo 'ana:{}' | chpasswd"),
+    _in(
+        "sql identified by, unquoted",
+        "markup and sql",
+        PW,
+        "ALTER USER app IDENTIFIED BY {};",
+    ),
+    _in(
+        "sql using",
+        "markup and sql",
+        PW,
+        "CREATE USER app IDENTIFIED VIA ed25519 USING PASSWORD('{}');",
+    ),
+    _in(
+        "sql using a string",
+        "markup and sql",
+        PW2,
+        "GRANT ALL ON shop.* TO app IDENTIFIED VIA mysql_native_password USING '{}';",
+    ),
+    # encodings
+    _in(
+        "html entities",
+        "encoding",
+        PW,
+        "<pre>{{&quot;user&quot;: &quot;ana&quot;, &quot;password&quot;: &quot;{}&quot;}}</pre>",
+    ),
+    _in("html numeric entities", "encoding", PW, "password&#61;&#34;{}&#34;"),
+    _in("unicode-escaped name", "encoding", PW, '{{"\\u0070assword": "{}"}}'),
+]
+SHAPES += ISSUE_49
+
 CATEGORIES = sorted({s.category for s in SHAPES})
 
 
