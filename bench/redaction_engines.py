@@ -37,6 +37,7 @@ import time
 import types
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -217,6 +218,10 @@ def _caches(name: str) -> list[Any]:
     return [f for m in modules for f in vars(m).values() if hasattr(f, "cache_clear")]
 
 
+def _each(engine: Callable[[Any], object], items: list[Any]) -> list[object]:
+    return [engine(item) for item in items]
+
+
 def _cpu(run: Callable[[], object], rounds: int, caches: list[Any] | None = None) -> float:
     """The best of ``rounds`` CPU times of ``run``, ``caches`` emptied before each (cold)."""
     best = float("inf")
@@ -282,9 +287,9 @@ def evaluate(engines: dict[str, Redactor], rounds: int, decisions: int) -> list[
         leaked_random = [s.name for s in randomized if leaks(s.secret, engine(s.text))]
         changed = [b for b in benign if engine(b) != b]
         caches = _caches(name)
-        secret_cpu = _cpu(lambda e=engine: [e(t) for t in texts], rounds, caches)
-        benign_cpu = _cpu(lambda e=engine: [e(t) for t in benign], rounds, caches)
-        content_cpu = _cpu(lambda e=engine: [e(t) for t in content], rounds, caches)
+        secret_cpu = _cpu(partial(_each, engine, texts), rounds, caches)
+        benign_cpu = _cpu(partial(_each, engine, benign), rounds, caches)
+        content_cpu = _cpu(partial(_each, engine, content), rounds, caches)
         if name.startswith("redact"):
             module = redaction if name == "redact" else sys.modules[f"_{name}"]
 
@@ -294,10 +299,10 @@ def evaluate(engines: dict[str, Redactor], rounds: int, decisions: int) -> list[
                     m.redact_text(r["file_path"] or "")
 
             decision_cpu = _cpu(by_decision, rounds, caches)
-            message_cpu = _cpu(lambda m=module: [m.redact(c) for c in messages], rounds, caches)
+            message_cpu = _cpu(partial(_each, module.redact, messages), rounds, caches)
             warm_cpu = _cpu(by_decision, rounds)
         else:
-            decision_cpu = _cpu(lambda e=engine: [e(t) for t in record_texts], rounds)
+            decision_cpu = _cpu(partial(_each, engine, record_texts), rounds)
             warm_cpu = decision_cpu
             message_cpu = float("nan")  # scanners: not measured on the walk of a value
         rows.append(

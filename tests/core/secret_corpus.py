@@ -1212,7 +1212,7 @@ CATEGORIES = sorted({s.category for s in SHAPES})
 def placements(shape: Shape) -> dict[str, dict[str, Any]]:
     """The ``raw`` payloads that carry ``shape``, by where in them it sits."""
     text = shape.text
-    out = {
+    out: dict[str, dict[str, Any]] = {
         "string value": {"note": text},
         "free text": {"log": f"step 3: {text} (exit 0)\nstep 4: done"},
         "nested value": {"tool_input": {"args": [{"value": text}]}},

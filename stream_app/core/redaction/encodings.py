@@ -65,7 +65,7 @@ def _percent_decoded(run: str, depth: int) -> str:
     plain = unquote(run)
     if plain == run:
         return run
-    clean = search._redact_text(plain, depth)
+    clean = search.search_text(plain, depth)
     if clean == plain:
         return run
     literal = "".join({c for c in run if c not in _UNRESERVED})
@@ -168,7 +168,7 @@ def _base64_blobs(
         stop, run = _wrapped(text, begin, stop)
         done = stop
         decoded = _base64_text(run)
-        if decoded is not None and search._redact_text(decoded, depth + 1) != decoded:
+        if decoded is not None and search.search_text(decoded, depth + 1) != decoded:
             spans.append((begin, stop))
     return done
 
@@ -254,7 +254,7 @@ def _decoded(
     pieces.append(text[at:])
     origin.extend(range(at, len(text) + 1))  # and the end
     plain = "".join(pieces)
-    clean = search._redact_text(plain, depth)
+    clean = search.search_text(plain, depth)
     if clean == plain:
         return text
     spans = _cut_spans(plain, clean)

@@ -46,15 +46,15 @@ def redact_text(text: str) -> str:
     """``text`` with its credentials replaced by ``[REDACTED]``."""
     if len(text) <= _REMEMBERED_CHARS:
         return _redact_short(text)
-    return _redact_text(text)
+    return search_text(text)
 
 
 @functools.lru_cache(maxsize=_REMEMBERED)
 def _redact_short(text: str) -> str:
-    return _redact_text(text)
+    return search_text(text)
 
 
-def _redact_text(text: str, depth: int = 0) -> str:
+def search_text(text: str, depth: int = 0) -> str:
     """``text`` redacted; ``depth``: how many levels of base64 it was decoded from. Then
     again with look-alike letters folded (a name in Cyrillic or fullwidth letters), what
     that finds cut out of the text as it was written."""

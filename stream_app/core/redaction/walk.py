@@ -26,7 +26,7 @@ from stream_app.core.redaction.structures import (
     _argv,
     _jwt_parts,
 )
-from stream_app.core.redaction.text import _redact_short, _redact_text, redact_text
+from stream_app.core.redaction.text import _redact_short, redact_text, search_text
 from stream_app.models.json_types import Json, JsonObject
 
 
@@ -70,7 +70,7 @@ def _members(value: JsonObject) -> JsonObject:
                 n += 1
                 name = f"{base} ({n})"
         if kind == _ORDINARY and type(v) is str:  # the commonest: redact_text, inlined
-            out[name] = _redact_short(v) if len(v) <= _REMEMBERED_CHARS else _redact_text(v)
+            out[name] = _redact_short(v) if len(v) <= _REMEMBERED_CHARS else search_text(v)
             if v[:3] == "eyJ":
                 parts += 1
         else:
