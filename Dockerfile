@@ -19,6 +19,13 @@ RUN pip install --no-cache-dir --no-deps . \
     && useradd --uid 10001 --no-create-home --shell /usr/sbin/nologin worker \
     && mkdir /data && chown 10001 /data
 
+# The commit the image is built from, which it has no .git to tell: `stream-app --version`,
+# the startup line and stream_app_build_info name it. After the code, so that a new commit
+# rebuilds no layer before this one:
+#   docker build --build-arg SOURCE_COMMIT=$(git rev-parse --short HEAD) .
+ARG SOURCE_COMMIT=""
+ENV SOURCE_COMMIT=${SOURCE_COMMIT}
+
 # Numeric, so that Kubernetes' runAsNonRoot can tell it is not root.
 USER 10001
 # The RocksDB table store: keep it on a volume, so a restarted worker reopens its state.

@@ -53,6 +53,7 @@ from stream_app.models.topics import partition_for
 from stream_app.pipeline import Pipeline
 from stream_app.slices import Slices
 from stream_app.state.due import IndexedSessions, OrderedMemoryStore, session_of_due
+from stream_app.state.entries import StateFormatNewer
 from stream_app.state.final_keys import TableFinalKeys, session_of_final_key
 from stream_app.state.recovery import (
     FetchEndTableManager,
@@ -202,6 +203,8 @@ def create_app(settings: Settings) -> faust.App:
         give_back = Slices()  # a full buffer is read without ever awaiting (slices.py)
         try:
             async for event in stream.noack().events():  # type: ignore[attr-defined]
+                if worker.refused is not None:  # met at recovery (on_recovered)
+                    raise worker.refused
                 run = consumer.delivered(event.message)  # a run of one partition
                 worker.read(run)
                 for message in run:
@@ -209,6 +212,10 @@ def create_app(settings: Settings) -> faust.App:
                 await checkpoints.added(full=settings.batch_max_records)
                 heap.freeze_survivors()  # what a step leaves alive: walk it no more
                 await give_back()
+        except StateFormatNewer as exc:  # a rollback onto newer state: hold, delete nothing
+            checkpoints.fail(exc)  # nothing of the batch is acknowledged, nor committed
+            worker.refuse(exc)
+            await asyncio.Event().wait()  # the partitions held until the worker is stopped
         except Exception as exc:  # a stop's cancellation still checkpoints what was applied
             checkpoints.fail(exc)  # the batch the record was in is never acknowledged
             raise
@@ -218,15 +225,16 @@ def create_app(settings: Settings) -> faust.App:
     async def request_sweeps() -> None:
         """Expiry is checked on every record of a session; this catches the idle ones."""
         for partition in range(partitions):
-            await sessions.send(key=None, value=SWEEP, partition=partition)
+            await sessions.send(key=None, value=SWEEP, partition=partition, headers=worker.headers)
 
     @app.timer(settings.final_tick_seconds, on_leader=True)  # type: ignore[untyped-decorator]
     async def request_ticks() -> None:
         """Turns go final on the worker's clock, although their session may never receive
         another record: the owner of each sessions partition reads its due index at each
-        tick, in order with the partition's records (``worker.TICK``)."""
+        tick, in order with the partition's records (``worker.TICK``). Each carries its
+        format (``worker.INTERNAL_FORMAT``): a worker of an older release ignores it."""
         for partition in range(partitions):
-            await sessions.send(key=None, value=TICK, partition=partition)
+            await sessions.send(key=None, value=TICK, partition=partition, headers=worker.headers)
 
     @app.timer(heap.INTERVAL)  # type: ignore[untyped-decorator]
     async def give_back_memory() -> None:
@@ -271,14 +279,15 @@ def create_app(settings: Settings) -> faust.App:
 
     @app.page("/ready")
     async def ready(web: View, request: Request) -> Response:
-        """Ready once table recovery has finished, while no rebalance is under way and the
-        cluster answers."""
+        """Ready once table recovery has finished, while no rebalance is under way, the
+        cluster answers and no state of a newer release was met (``Worker.refuse``)."""
         recovered = cast(TableManager, app.tables).recovery.completed.is_set()
-        ok = recovered and not app.rebalancing and watch.reachable
-        return web.json(
-            {"ready": ok, "broker": "reachable" if watch.reachable else "unreachable"},
-            status=200 if ok else 503,
-        )
+        refused = worker.refused
+        ok = recovered and not app.rebalancing and watch.reachable and refused is None
+        body = {"ready": ok, "broker": "reachable" if watch.reachable else "unreachable"}
+        if refused is not None:
+            body["state"] = str(refused)
+        return web.json(body, status=200 if ok else 503)
 
     @app.page("/metrics")
     async def metrics_page(web: View, request: Request) -> Response:
@@ -322,7 +331,15 @@ def create_app(settings: Settings) -> faust.App:
 
     @app.on_rebalance_complete.connect  # type: ignore[arg-type]
     async def on_recovered(app: faust.App, **kwargs: object) -> None:
-        logs.event("recovery_done", sessions=store.recount())
+        """The tables hold the assigned partitions now: their state written by an older
+        release is filed in the due index, and state of a newer one stops the worker
+        before a record of it is applied (``state/entries.py``, Formats)."""
+        try:
+            filed = await store.index_held(sorted(routing.owned), time.time())
+        except StateFormatNewer as exc:
+            worker.refuse(exc)
+            filed = 0
+        logs.event("recovery_done", sessions=store.recount(), refiled=filed)
 
     @app.task  # type: ignore[untyped-decorator]
     async def on_startup() -> None:
@@ -330,8 +347,11 @@ def create_app(settings: Settings) -> faust.App:
         for t in (turns, dead_letters, finals):
             await t.maybe_declare()
         metrics.declare(list(routing.kinds))
+        release = metrics.build_info()  # the package version and commit (stream_app.release)
         logs.event(
             "startup",
+            version=release["version"],
+            commit=release["commit"],
             app_id=settings.id,
             broker=settings.broker_url,
             loop=type(asyncio.get_running_loop()).__module__.partition(".")[0],

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from stream_app import __version__, exits, logs
+from stream_app import exits, logs, release
 from stream_app.config import SettingsError, broker_hosts, load_settings
 
 if TYPE_CHECKING:
@@ -37,6 +37,24 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {message}; see {self.prog} --help\n")
+
+
+class _Version(argparse.Action):
+    """``--version``: the release (``stream_app.release``), found only when asked for, so
+    that no other command pays for the look-up of its commit."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(
+            option_strings,
+            dest,
+            nargs=0,
+            default=argparse.SUPPRESS,
+            help="show the release (version, and commit when known) and exit",
+        )
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+        print(f"{parser.prog} {release()}")  # on stdout, as argparse's own version action
+        parser.exit()
 
 
 def bootstrap_argument(value: str) -> str:
@@ -389,7 +407,7 @@ def _read_turns_file(path: Path) -> TurnLines:
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="stream-app", description=DESCRIPTION)
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--version", action=_Version)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     bootstrap_help = "host:port or kafka://host:port (default: STREAM_APP_BROKER_URL)"
 

@@ -8,6 +8,7 @@ from functools import partial
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+import stream_app
 from stream_app.core.counts import Count
 from stream_app.models.dead_letter import Reason
 
@@ -77,6 +78,12 @@ STATE_EVICTIONS = Counter(
 STATE_RECORDS_TOO_LARGE = Counter(
     "stream_app_state_records_too_large",
     "State records past the producer's limit, never sent (a defect: the limits prevent it).",
+    registry=REGISTRY,
+)
+STATE_FORMAT_NEWER = Gauge(
+    "stream_app_state_format_newer",
+    "1 when the worker met stored state of a format newer than its release's (a rollback "
+    "onto a newer release's state) and stopped processing, holding its partitions; 0 else.",
     registry=REGISTRY,
 )
 STATE_UNREADABLE = Counter(
@@ -185,6 +192,20 @@ DECISIONS_WAITING_OLDEST = Gauge(
     "none past the threshold).",
     registry=REGISTRY,
 )
+INTERNAL_IGNORED = Counter(
+    "stream_app_internal_records_ignored",
+    "Records of <id>-sessions (timer messages, forwarded inputs) ignored, by reason: "
+    "newer_version (written by a newer release, in a format this one does not know).",
+    ["reason"],
+    registry=REGISTRY,
+)
+BUILD_INFO = Gauge(
+    "stream_app_build_info",
+    "1, labelled with the release this worker runs: its package version and the commit it "
+    "was built from (empty when unknown).",
+    ["version", "commit"],
+    registry=REGISTRY,
+)
 
 
 def _series() -> dict[Count, Callable[[], Counter] | None]:
@@ -209,6 +230,7 @@ def _series() -> dict[Count, Callable[[], Counter] | None]:
         Count.RECORDS_MESSAGES: None,  # the worker counts records read by topic
         Count.RECORDS_DECISIONS: None,
         Count.SESSIONS_IN_STATE: None,  # the worker's is a gauge
+        Count.INTERNAL_NEWER: partial(INTERNAL_IGNORED.labels, reason="newer_version"),
     }
     for count in Count:
         if (reason := count.reason) is not None:
@@ -237,3 +259,13 @@ def declare(input_topics: list[str]) -> None:
         PARTITIONS_RESTARTED.labels(topic=topic)
     for final_reason in ("window", "evicted", "expired"):
         FINALS.labels(reason=final_reason)
+    INTERNAL_IGNORED.labels(reason="newer_version")
+
+
+def build_info() -> dict[str, str]:
+    """Sets ``stream_app_build_info`` of this process's release (one series, at 1) and
+    returns its labels, which the ``startup`` line names too."""
+    labels = {"version": stream_app.__version__, "commit": stream_app.commit() or ""}
+    BUILD_INFO.clear()
+    BUILD_INFO.labels(**labels).set(1)
+    return labels

@@ -14,16 +14,16 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, cast
 
 import orjson
 from faust.types import TP, Message, ProducerT, RecordMetadata
 
 from stream_app import logs, metrics
 from stream_app.checkpointing.batches import Batch, Emitted, Forward
-from stream_app.core.counts import Counts
+from stream_app.core.counts import Count, Counts
 from stream_app.core.dead_letter import original_key, rejected
 from stream_app.core.records import (
     FinalTurn,
@@ -41,8 +41,21 @@ from stream_app.models.topics import partition_for
 from stream_app.pipeline import Pipeline
 from stream_app.record_batches import RecordBatches, aiokafka_producer
 from stream_app.slices import Slices
+from stream_app.state.entries import STATE_FORMAT, StateFormatNewer
 from stream_app.state.sessions import TableSessions
 
+# What workers write to <id>-sessions for each other (the leader's SWEEP and TICK, inputs
+# forwarded to their session's owner: ``records.dump_input``) is in a format, named by the
+# header FORMAT_HEADER of each record; a record without it is in format 1 (as written
+# before the header, by release 31bff95: the same bytes). A worker applies the formats up to
+# its own INTERNAL_FORMAT and ignores, with a count, a record of a newer one (a newer
+# release's, during a rolling update or after a rollback), never dead-letters it. A change
+# to any of these records' bytes is a new format, written only by the release after one that
+# reads it (docs/operations.md, rolling updates).
+INTERNAL_FORMAT = 1
+FORMAT_HEADER = "v"
+# On every record written (a list: aiokafka's record batches take no other sequence).
+FORMAT_HEADERS = [(FORMAT_HEADER, str(INTERNAL_FORMAT).encode())]
 SWEEP = b'{"sweep":true}'  # the leader's timer record on a sessions partition: expire it
 # The leader's record on each sessions partition every STREAM_APP_FINAL_TICK_SECONDS: its
 # owner closes the turns due by its clock, in order with the partition's records (the
@@ -100,6 +113,8 @@ class Worker:
     stopped worker reads it again. The core changes a session in place, so a step that
     raised part-way leaves the session as it left it."""
 
+    headers = FORMAT_HEADERS  # what each record written to <id>-sessions carries
+
     def __init__(
         self,
         pipeline: Pipeline,
@@ -120,6 +135,8 @@ class Worker:
         # (``core/waiting.py``), and when that sweep was (where the next one's crossings
         # begin); a partition assigned anew has neither.
         self.waited: dict[int, WaitingSweep] = {}
+        self.newer_formats: set[int] = set()  # of <id>-sessions' records, met and logged
+        self.refused: StateFormatNewer | None = None  # the newer state met (``refuse``)
 
     def assigned(self) -> None:
         """Forgets what the sweeps and ticks of the sessions partitions this worker no longer
@@ -141,13 +158,34 @@ class Worker:
             self.routing.last_read[last.tp] = last.offset
 
     def apply(self, msg: Message, batch: Batch) -> None:
-        """One record into the core; what it emits waits in its batch."""
+        """One record into the core; what it emits waits in its batch. State of a newer
+        format is never a processing error of the record: the worker stops (``refuse``)."""
         try:
             self._apply(msg, batch)
+        except StateFormatNewer:
+            raise
         except Exception as exc:
             if self.on_processing_error == "stop":
                 raise
             batch.emitted.append(Emitted(_processing_error(msg, exc), None))
+
+    def refuse(self, exc: StateFormatNewer) -> None:
+        """Stored state of a newer release: nothing more is applied or committed, ``/ready``
+        answers 503 and the gauge says why, once. The state is left exactly as it is, so
+        the release that wrote it, rolled forward, goes on with nothing lost."""
+        if self.refused is not None:
+            return
+        self.refused = exc
+        metrics.STATE_FORMAT_NEWER.set(1)
+        logs.event(
+            "state_format_newer",
+            logging.CRITICAL,
+            table=exc.table,
+            format=exc.found,
+            known_format=STATE_FORMAT,
+            key=exc.key[:200].decode(errors="replace"),
+            hint="this release cannot read state a newer release wrote: roll forward to it",
+        )
 
     def _apply(self, msg: Message, batch: Batch) -> None:
         if msg.topic == self.routing.sessions_topic:
@@ -175,6 +213,15 @@ class Worker:
         value = msg.value
         if value is None:
             return  # nothing this app writes
+        written_in = internal_format(msg.headers)
+        if written_in != INTERNAL_FORMAT:
+            if written_in is None:
+                problem = f"its {FORMAT_HEADER!r} header is not a format this app writes"
+                batch.emitted.append(Emitted(_rejected(msg, problem), None))
+            else:  # a newer release's: it is that release's to apply
+                batch.emitted.append(Emitted(_ignored(Count.INTERNAL_NEWER), None))
+                self._newer(written_in)
+            return
         if value == TICK:
             # A tick reads TICK_SESSIONS sessions at most, so that it holds the event loop no
             # longer than a run of records; one that leaves some sends its partition another
@@ -199,6 +246,21 @@ class Worker:
             batch.emitted.append(Emitted(self.pipeline.apply(item), msg.timestamp))
         else:
             batch.emitted.append(Emitted(_rejected(msg, "not a record this app writes"), None))
+
+    def _newer(self, written_in: int) -> None:
+        """One line the first time a format newer than this worker's is met (the count
+        follows every record: ``stream_app_internal_records_ignored_total``)."""
+        if written_in in self.newer_formats:
+            return
+        self.newer_formats.add(written_in)
+        logs.event(
+            "internal_format_newer",
+            format=written_in,
+            known_format=INTERNAL_FORMAT,
+            hint="a newer release writes to the sessions topic (a rolling update, or a "
+            "rollback under way): its records are ignored and counted until it is gone or "
+            "this worker is replaced",
+        )
 
     def _waited(self, partition: int, sweep: WaitingSweep) -> None:
         """Keeps what a sweep found waiting, sets the gauges, and logs the sessions that
@@ -236,6 +298,31 @@ class Worker:
         metrics.MESSAGES_WAITING_OLDEST.set(max((s.messages.oldest for s in found), default=0))
         metrics.DECISIONS_WAITING.set(sum(s.decisions.sessions for s in found))
         metrics.DECISIONS_WAITING_OLDEST.set(max((s.decisions.oldest for s in found), default=0))
+
+
+def internal_format(headers: object) -> int | None:
+    """The format a record of ``<id>-sessions`` is in, by its headers (a sequence of
+    ``(name, bytes)`` pairs, or a mapping): 1 without a FORMAT_HEADER (release 31bff95
+    wrote none), None when that header is no format number."""
+    if not headers:
+        return 1
+    pairs = headers.items() if isinstance(headers, Mapping) else headers
+    for name, given in cast(Iterable[tuple[str, bytes]], pairs):
+        if name != FORMAT_HEADER:
+            continue
+        try:
+            number = int(given)
+        except (TypeError, ValueError):
+            return None
+        return number if number > 0 else None
+    return 1
+
+
+def _ignored(count: Count) -> Outputs:
+    """A record left to the release that wrote it, counted (``observe`` counts it)."""
+    out = Outputs()
+    out.counts[count] += 1
+    return out
 
 
 def _forwarded(value: bytes) -> SessionInput | None:
@@ -345,6 +432,7 @@ class Outbox:
                 forward.key,
                 forward.value,
                 timestamp_ms=int(forward.timestamp * 1000),
+                headers=FORMAT_HEADERS,
             )
         acks += [delivery.acknowledged for delivery in await batches.hand_over_all()]
         return acks

@@ -99,6 +99,21 @@ def latest_on_turns(pipeline: Pipeline) -> dict[bytes, bytes]:
     return {key: value for _, key, value in pipeline.turns.records if key is not None}
 
 
+def final_after_on_turns(pipeline: Pipeline, keys: set[bytes]) -> dict[bytes, float]:
+    """Each turn's ``final_after``, as its latest revision on the turn topic says it."""
+    revisions = FinalReader(pipeline.broker.bootstrap, pipeline.topics["STREAM_APP_TOPIC_TURNS"])
+    try:
+        revisions.wait_for(keys, timeout=30)
+    finally:
+        revisions.close()
+    found = {}
+    for r in revisions.records:
+        headers = read_headers(list(r["headers"].items()))
+        assert headers is not None
+        found[r["key"]] = headers.final_after
+    return found
+
+
 def once_each(finals: FinalReader) -> dict[bytes, dict[str, Any]]:
     """Each key's final record, checked to be the only one or repeated identical."""
     by_key: dict[bytes, list[dict[str, Any]]] = defaultdict(list)

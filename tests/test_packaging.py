@@ -167,7 +167,9 @@ def test_version_and_every_subcommand_has_a_one_line_description() -> None:
         timeout=60,
         check=True,
     )
-    assert done.stdout == f"stream-app {importlib.metadata.version('stream-app')}\n"
+    # The version, and the commit when known (tests/test_release.py).
+    assert done.stdout == f"stream-app {stream_app.release()}\n"
+    assert stream_app.release().startswith(importlib.metadata.version("stream-app"))
     (commands,) = (a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
     described = {a.dest: a.help for a in commands._choices_actions}
     assert set(described) == set(commands.choices)

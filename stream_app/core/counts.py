@@ -32,6 +32,9 @@ class Count(StrEnum):
     RECORDS_MESSAGES = "records:messages"  # replay's records read, by kind
     RECORDS_DECISIONS = "records:decisions"
     SESSIONS_IN_STATE = "sessions_in_state"  # replay's, at its end
+    # A record of <id>-sessions in a newer format than this worker's (another release's,
+    # during a rolling update): ignored, never a dead letter (worker.py, INTERNAL_FORMAT).
+    INTERNAL_NEWER = "internal_ignored:newer_version"
     # One member a dead-letter reason, DEAD_LETTER_<NAME> = "dead_letter:<value>", made from
     # ``Reason`` itself: a new reason is counted (and has its metric) with no edit here.
     _ignore_ = "_members _reason"

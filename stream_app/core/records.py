@@ -248,7 +248,12 @@ class Outputs:
 
 
 def dump_input(item: SessionInput) -> bytes:
-    """A session input as bytes, to cross the repartition topic between intake and state."""
+    """A session input as bytes, to cross the repartition topic between intake and state.
+
+    Workers of two releases read each other's: these bytes are format 1 of that topic's
+    records (``worker.INTERNAL_FORMAT``, as release 31bff95 wrote them); a change to them is
+    a new format, which ``load_input`` must read a release before it is written
+    (docs/operations.md, "Versions side by side")."""
     if isinstance(item, SessionMessage):
         return jsonbytes.dumps(
             {

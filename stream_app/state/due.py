@@ -35,7 +35,9 @@ from stream_app.core import finality
 from stream_app.core.policy import Policy
 from stream_app.core.session import SessionState
 from stream_app.slices import Slices
+from stream_app.state import entries
 from stream_app.state.base import DUE_COUNTED
+from stream_app.state.entries import Head, StateFormatNewer, read_head
 from stream_app.state.sessions import Snapshot, StateTable, TableSessions
 from stream_app.state.tables import MemoryStore
 
@@ -106,6 +108,7 @@ class IndexedSessions(TableSessions):
         self.policy = policy
         self.partitions = partitions
         self.final_table = final_keys  # None: remembered in memory only (tests)
+        self.window = policy.late_decision_window_seconds  # named in every head it writes
         if final_keys is not None:
             self.final_keys = final_keys
         self._writes: dict[int, IndexWrites] = {}  # by snapshot number
@@ -137,6 +140,40 @@ class IndexedSessions(TableSessions):
         """The closed turns of the snapshot's sessions, by session, in the order they closed."""
         writes = self._writes.get(snapshot.number)
         return {} if writes is None else writes.closed
+
+    async def index_held(self, partitions: Iterable[int], now: float) -> int:
+        """One pass over the heads of ``partitions`` once they are assigned, so that every
+        held turn goes final at the instant the settings in force give it (``refile``):
+        a head whose instant was made with another late-decision window (or none: written
+        before the index, or before heads named their window) is filed again; one of a
+        newer format raises ``StateFormatNewer`` before anything is applied. Heads written
+        by this release with this window are recognised by their first bytes, not parsed.
+        How many it filed again."""
+        current = entries.head_prefix(self.window)
+        pause = Slices()
+        filed = 0
+        for partition in partitions:
+            for key, data in self.table.items_from(partition, b""):
+                await pause()
+                if data.startswith(current):
+                    continue
+                try:
+                    doc = read_head(data)
+                    moved = refile(doc, self.policy)
+                except StateFormatNewer as exc:
+                    exc.key = key
+                    raise
+                except Exception:  # garbage: a read lets it go (TableSessions._read)
+                    continue
+                if moved is not None:
+                    session_id = key.decode()
+                    at, before = moved
+                    await self.due_table.put(due_key(at, session_id), b"")
+                    if before is not None:  # after the new one: never a session without
+                        await self.due_table.put(due_key(before, session_id), None)
+                    filed += 1
+        await self.due_table.written()
+        return filed
 
     # -- writing ---------------------------------------------------------------------
 
@@ -202,6 +239,24 @@ class IndexedSessions(TableSessions):
         if self.final_table is not None:
             self.final_table.forget_counts()
         super().forget_all()
+
+
+def refile(doc: Head, policy: Policy) -> tuple[float, float | None] | None:
+    """Where a head's session belongs in the index under ``policy``, when that is not where
+    its head says it was filed: (the instant, the one it was filed at or None). The instant
+    is ``core/finality.due``'s, read off the head: at once for a turn closed early, a
+    window's closing at its own instant, else the oldest open turn's ``final_after``."""
+    at: float | None = None
+    for _, reason, final_after in doc.get("closed", ()):
+        instant = float(final_after) if reason == finality.WINDOW else 0.0
+        at = instant if at is None else min(at, instant)
+    if (oldest := doc.get("oldest")) is not None:
+        instant = float(oldest) + policy.late_decision_window_seconds
+        at = instant if at is None else min(at, instant)
+    before = doc.get("due")
+    if at is None or at == before:
+        return None
+    return at, before
 
 
 class OrderedKeys:

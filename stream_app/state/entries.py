@@ -26,6 +26,15 @@ So what a head names must be read back exactly, whatever was written after it. T
 - **E4 (never rewritten).** Entries never change once made: a changed turn is a new entry
   and the old one a drop, so a write that stops half-way never leaves an entry that is
   neither its old nor its new value.
+
+**Formats.** Every head names the format its session's records are written in
+(``STATE_FORMAT``; a head without one is format 1, written before there was one). A release
+reads every format before its own, migrating on read (each decoder below takes the older
+layouts it has met). One that meets a newer format neither reads it as unreadable nor
+deletes or rewrites it: it raises ``StateFormatNewer`` and the worker stops processing
+(``app.py``), so a rollback onto newer state fails loudly and can be rolled forward with
+nothing lost. A change to any record's layout (head, entries, bodies, the collapse, the due
+index or the final keys) takes the next number.
 """
 
 from __future__ import annotations
@@ -55,12 +64,31 @@ from stream_app.core.session import (
 )
 from stream_app.models.turn import TurnBodyDict
 
+# The format of the records this release writes (module docstring). 1: no "format" in the
+# head (releases up to 31bff95); 2: the head names it, the final keys table exists.
+STATE_FORMAT = 2
+
+
+class StateFormatNewer(Exception):
+    """Stored state of a format this release does not know: written by a newer release."""
+
+    def __init__(self, table: str, found: object, key: bytes = b"") -> None:
+        self.table, self.found, self.key = table, found, key
+        super().__init__(
+            f"table {table!r} holds state of format {found!r}, newer than this release's "
+            f"{STATE_FORMAT}: roll forward to the release that wrote it"
+        )
+
+
 # An entry record's fields after its generation, as orjson reads them: their layout is
 # its kind's (``encode``), so they are read by position.
 Fields = list[Any]
 
 
 class Head(TypedDict):
+    format: NotRequired[int]  # absent: format 1
+    # The late-decision window ``due`` was made with (absent in format 1; None: no index)
+    window: NotRequired[float | None]
     session_id: str
     epoch: int
     generation: int
@@ -97,9 +125,18 @@ def entry_key(session_id: str, epoch: int, kind: str, n: int) -> bytes:
     return jsonbytes.dumps([session_id, epoch, kind, n])
 
 
-def head(state: SessionState, epoch: int, dropped: Iterable[tuple[str, int]] = ()) -> bytes:
+def head(
+    state: SessionState,
+    epoch: int,
+    dropped: Iterable[tuple[str, int]] = (),
+    window: float | None = None,
+) -> bytes:
+    """``window``: the late-decision window the head's ``due`` was made with, when the store
+    keeps a due index (``state/due.py``): a worker started with another re-files it."""
     oldest = next(iter(state.turns.values()), None)
     value: Head = {
+        "format": STATE_FORMAT,
+        "window": window,
         "session_id": state.session_id,
         "epoch": epoch,
         "generation": state.generation,
@@ -120,8 +157,18 @@ def head(state: SessionState, epoch: int, dropped: Iterable[tuple[str, int]] = (
     return jsonbytes.dumps(value)
 
 
+def head_prefix(window: float | None) -> bytes:
+    """How every head this release writes with ``window`` begins."""
+    return orjson.dumps({"format": STATE_FORMAT, "window": window})[:-1] + b","
+
+
 def read_head(data: bytes) -> Head:
+    """A stored head; ``StateFormatNewer`` for one of a newer format than this release's."""
     doc: Head = orjson.loads(data)
+    if isinstance(doc, dict):
+        found = doc.get("format", 1)
+        if not isinstance(found, int) or found > STATE_FORMAT:
+            raise StateFormatNewer("sessions", found, data[:0])
     return doc
 
 

@@ -38,7 +38,7 @@ from stream_app.models.turn import TurnBodyDict
 from stream_app.slices import Slices, let_go
 from stream_app.state import entries
 from stream_app.state.base import FinalKeys, SessionStore
-from stream_app.state.entries import Value
+from stream_app.state.entries import StateFormatNewer, Value
 from stream_app.state.memory import MemoryFinalKeys
 
 # Decoded states kept in memory once written: the sessions a worker is working on. Each
@@ -190,6 +190,7 @@ class TableSessions(SessionStore):
         self.max_record_bytes = max_record_bytes  # a state record past it is never sent
         self.collapse: TableCollapse = TableCollapse(decisions)
         self.final_keys: FinalKeys = MemoryFinalKeys()  # a table's in the worker (IndexedSessions)
+        self.window: float | None = None  # named in every head, with the due index's
         self._live: OrderedDict[str, SessionState | None] = OrderedDict()
         self._epochs: dict[str, int] = {}  # live session -> the epoch of its entries (E3)
         self._garbage: dict[str, list[bytes]] = {}  # found by a read, deleted at the seal
@@ -244,6 +245,9 @@ class TableSessions(SessionStore):
 
         try:
             return (*entries.decode(data, items, body), True)
+        except StateFormatNewer as exc:
+            exc.key = key
+            raise  # never read as unreadable: that would delete a newer release's state
         except Exception as exc:  # garbage on a changelog, or state of another version
             _unreadable(session_id, exc)
             return None, 0, [key for key, _ in items], True
@@ -389,7 +393,7 @@ class TableSessions(SessionStore):
         else:
             epoch = self._epochs.get(session_id, 0)
             change = entries.changes(state, epoch, garbage, partial(turn_key, session_id))
-            head = entries.head(state, epoch, change["dropped"])
+            head = entries.head(state, epoch, change["dropped"], self.window)
             self._add(snapshot, session_id, change, head)
         self._unwritten[session_id] += 1
 
@@ -519,6 +523,8 @@ def _head(data: bytes) -> entries.Head | None:
     """A stored head, or None when it is not JSON."""
     try:
         return entries.read_head(data)
+    except StateFormatNewer:
+        raise
     except Exception:
         return None
 

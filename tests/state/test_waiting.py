@@ -144,7 +144,9 @@ def test_a_sweep_counts_the_sessions_waiting_past_the_threshold_and_the_oldest_a
 
 
 def sweep_message(partition: int = 0) -> Message:
-    return cast(Message, SimpleNamespace(topic="sessions", partition=partition, value=SWEEP))
+    return cast(
+        Message, SimpleNamespace(topic="sessions", partition=partition, value=SWEEP, headers=())
+    )
 
 
 def gauges() -> tuple[float | None, ...]:
@@ -248,7 +250,7 @@ def test_the_turns_waiting_to_go_final_leave_the_gauge_with_their_partition() ->
     routing = Routing("sessions", {}, 1, owned={0})
     worker = Worker(model.pipeline, model.store, routing, waiting_warn_seconds=THRESHOLD)
     clock[0] = T0 + Policy(org_id=ORG).late_decision_window_seconds + 60
-    tick = cast(Message, SimpleNamespace(topic="sessions", partition=0, value=TICK))
+    tick = cast(Message, SimpleNamespace(topic="sessions", partition=0, value=TICK, headers=()))
     worker.apply(tick, Batch())  # closes s3's turn: it waits for its checkpoint
     assert metrics.REGISTRY.get_sample_value("stream_app_final_waiting_turns") == 1
     routing.assigned([])
