@@ -230,6 +230,8 @@ def _series() -> dict[Count, Callable[[], Counter] | None]:
         Count.RECORDS_MESSAGES: None,  # the worker counts records read by topic
         Count.RECORDS_DECISIONS: None,
         Count.SESSIONS_IN_STATE: None,  # the worker's is a gauge
+        Count.PENDING_REPLACED: None,  # replay's sum of where records went
+        Count.HELD_BY_TOO_LARGE: None,  # the dead letter is counted, by reason
         Count.INTERNAL_NEWER: partial(INTERNAL_IGNORED.labels, reason="newer_version"),
     }
     for count in Count:

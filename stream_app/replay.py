@@ -21,11 +21,9 @@ from stream_app.core.dead_letter import dead_letter, rejected
 from stream_app.core.records import (
     Origin,
     Outputs,
-    SessionMessage,
     SourceRecord,
     turns_line,
 )
-from stream_app.core.session import StoredDecision
 from stream_app.models.dead_letter import Reason
 from stream_app.models.json_types import Json
 from stream_app.pipeline import Pipeline
@@ -106,7 +104,6 @@ def _read(line: bytes, offset: int, settings: Settings) -> tuple[SourceRecord, J
 
 _READ = {"messages": Count.RECORDS_MESSAGES, "decisions": Count.RECORDS_DECISIONS}
 RECORDS_OTHER = "records:other"  # lines that are no record (dead-lettered as they are)
-_TOO_LARGE = Count.dead_letter(Reason.TURN_TOO_LARGE)
 
 
 class Ledger:
@@ -119,64 +116,27 @@ class Ledger:
     - duplicates: the core's counted duplicates (every ``duplicate:*`` count, and records
       read again, which replay never has);
     - replaced: copies of a pending message that a later copy with its identity replaced
-      in place (a message published streaming, then in full): the core does not count them;
+      in place (a message published streaming, then in full: ``pending_replaced``);
     - in dead letters: one record a dead letter, and the records a turn too large to emit
-      held besides the one that finished it (its ``turn_too_large`` dead letter carries them);
+      held besides the one that finished it (its ``turn_too_large`` dead letter carries them:
+      ``held_by_too_large``);
     - dropped: pending messages dropped with their session, at its expiry or, with
       ``--final-out``, at the end of the input (``end_sessions``);
     - waiting: without ``--final-out``, pending messages and decisions waiting for a turn
       that the state still holds at the end of the input.
 
-    What the core does not count (replaced copies, what a turn too large held) is read off
-    the session's state before and after the record's step: replay's store holds the states
-    themselves.
+    Every term but the first is the core's counts; the first is the turns' latest revisions.
     """
 
     def __init__(self) -> None:
         self.turns: dict[tuple[str, str], int] = {}  # turn -> records its latest revision holds
-        self.replaced = 0
-        self.held_by_too_large = 0
 
-    def step(self, pipeline: Pipeline, record: SourceRecord, parsed: Json | None) -> Outputs:
-        """``Pipeline.process``, with what the ledger reads of the state around the step."""
-        item, out = pipeline.decode(record, parsed)
-        if item is None:
-            return out
-        if not isinstance(item, SessionMessage):
-            return self._turns(pipeline.apply(item, out))
-        state = pipeline.store.get(item.session_id)
-        replaces, pending = False, 0
-        waiting: list[StoredDecision] = []
-        if state is not None:
-            replaces = state.pending_with(item.identity) is not None
-            if item.inference_call_id is not None:
-                pending, waiting = len(state.pending_messages), state.waiting
-        out = pipeline.apply(item, out)
-        if out.counts[Count.SESSIONS_EXPIRED]:  # expired first: expiry counted what it held
-            replaces, pending, waiting = False, 0, []
-        if out.outcome != "contributed":
-            return self._turns(out)
-        self.replaced += replaces
-        if out.counts[_TOO_LARGE] and not any(r.first for r in out.turns):
-            # The turn this message finished was too large to emit: its dead letter holds the
-            # pending messages and the waiting decisions it took, which left the state.
-            after = pipeline.store.get(item.session_id)
-            still = set() if after is None else {id(d) for d in after.waiting}
-            lettered = {(dl["source_topic"], dl["offset"]) for dl in out.dead_letters}
-            taken = [
-                d
-                for d in waiting
-                if id(d) not in still and (d.origin.source_topic, d.origin.offset) not in lettered
-            ]
-            self.held_by_too_large += pending - replaces + len(taken)
-        return self._turns(out)
-
-    def _turns(self, out: Outputs) -> Outputs:
+    def add(self, out: Outputs) -> None:
+        """What one record's step emitted: a turn's latest revision holds its records."""
         for revision in out.turns:
             turn = revision.turn
             held = len(turn["new_messages"]) + len(turn["decisions"])
             self.turns[(revision.session_id, turn["inference_call_id"])] = held
-        return out
 
     def count(self, totals: Counter[str]) -> None:
         """Adds the equation's terms to ``totals`` (``waiting:*`` are counted at the end)."""
@@ -187,9 +147,9 @@ class Ledger:
         totals["duplicates"] = totals[Count.REPROCESSED] + sum(
             n for k, n in totals.items() if k.startswith("duplicate:")
         )
-        totals["replaced_copies"] = self.replaced
+        totals["replaced_copies"] = totals[Count.PENDING_REPLACED]
         letters = sum(n for k, n in totals.items() if k.startswith("dead_letter:"))
-        totals["in_dead_letters"] = letters + self.held_by_too_large
+        totals["in_dead_letters"] = letters + totals[Count.HELD_BY_TOO_LARGE]
         totals["dropped_messages"] = totals[Count.PENDING_MESSAGES_EXPIRED]
 
 
@@ -210,10 +170,9 @@ def records(
         record, value = read
         # A string is the raw record, still to parse; anything else was parsed with the line.
         parsed = None if isinstance(value, str) else value
-        if ledger is None:
-            out = pipeline.process(record, parsed)
-        else:
-            out = ledger.step(pipeline, record, parsed)
+        out = pipeline.process(record, parsed)
+        if ledger is not None:
+            ledger.add(out)
         out.counts[_READ[record.kind]] += 1
         yield out
 

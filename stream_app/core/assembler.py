@@ -145,6 +145,8 @@ def _add_message(
     # message that cannot make a turn fails here, leaving the session as it was.
     made = None if call_id is None else _turn_of(item.message)
     out.outcome = "contributed"
+    if state.pending_with(item.identity) is not None:
+        out.counts[Count.PENDING_REPLACED] += 1  # its copy leaves every output: replay's sum
     state.add_pending(
         PendingMessage(
             item.identity, item.sequence, item.message, item.size, _json=item.json or None
@@ -241,6 +243,8 @@ def _complete_turn(
 
     revision = _revision(state, turn, True, policy, final.origin, now, out)
     if revision is None:  # too large for the turn topic: it cannot be revised either
+        # What it held besides its finishing message goes with its dead letter.
+        out.counts[Count.HELD_BY_TOO_LARGE] += len(pending) - 1 + len(turn.decisions)
         for d in turn.decisions:
             state.drop_decision(d)
     else:

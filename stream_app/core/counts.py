@@ -25,6 +25,8 @@ class Count(StrEnum):
     MALFORMED_TOOL_ARGUMENTS = "malformed_tool_arguments"  # emitted as {}
     SESSIONS_EXPIRED = "sessions_expired"
     PENDING_MESSAGES_EXPIRED = "pending_messages_expired"  # with their idle session
+    PENDING_REPLACED = "pending_replaced"  # a pending copy replaced by a later one, in place
+    HELD_BY_TOO_LARGE = "held_by_too_large"  # records a turn_too_large dead letter took along
     TURNS_CLOSED = "turns_closed"  # past the late-decision window
     TURNS_CLOSED_EARLY = "turns_closed_early"  # past the open-turn limits
     IDENTITIES_FORGOTTEN = "identities_forgotten"  # past the remembered-identity limit
