@@ -156,3 +156,27 @@ def test_state_of_a_newer_format_stops_the_worker_loudly_and_changes_nothing(
     reader.close()
     last = [m for m in after if m.key() == newest.key()][-1]
     assert orjson.loads(last.value())["format"] == 99, "the newer head was rewritten"
+
+
+def test_a_worker_of_the_old_release_and_one_of_todays_side_by_side_lose_nothing(
+    pipeline: Pipeline, old_release: Path
+) -> None:
+    """A rolling update half-way, whichever is the leader: every tick, sweep and forwarded
+    input of one is applied by the other (no schema dead letter of an internal record), and
+    every turn goes final once, equal to replay."""
+    with final_topic(pipeline, 15.0) as finals:
+        lines = list(generate(records=600, sessions=24, seed=541))
+        expected, expected_letters = replayed(lines, pipeline.topics)
+        old = old_worker(pipeline, old_release)
+        old.start().wait_ready(90)
+        new = pipeline.worker("new")
+        new.start().wait_ready(90)
+        old.wait_ready(90)
+        pipeline.publish(lines)
+        pipeline.wait_for(expected, expected_letters, timeout=120)
+        finals.wait_for({k.encode() for k in expected}, timeout=15.0 + 60)
+        got = once_each(finals)
+        want = {k.encode(): turn for k, turn in unstamp(expected).items()}
+        assert {k: unstamp({"t": orjson.loads(r["value"])})["t"] for k, r in got.items()} == want
+        sessions_topic = f"{pipeline.topics['STREAM_APP_ID']}-sessions"
+        assert not [d for d in pipeline.dlq.values() if d["source_topic"] == sessions_topic]
