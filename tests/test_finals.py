@@ -8,6 +8,7 @@ import random
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -398,18 +399,43 @@ def test_any_interleaving_redelivery_and_crash_writes_the_replays_latest_revisio
     assert assert_once(tables) == replayed_latest(policy, streams)
 
 
+# Short windows, two open turns a session: turns go final between the records of their
+# session, decisions arrive after theirs went final, and a crash may fall anywhere, a final
+# record written and its drop not. One identity remembered, sessions expiring between the
+# records of a stream (issue 49 item 2): a redelivered finish comes after its identity was
+# forgotten, or after its session expired, and its key is final already: a duplicate.
+CLOSING = {
+    "windows-and-limits": (
+        Policy(
+            org_id=ORG,
+            late_decision_window_seconds=20.0,
+            session_ttl_seconds=60.0,
+            max_open_turns=2,
+        ),
+        9.0,
+    ),
+    "forgotten-and-expired": (
+        Policy(
+            org_id=ORG,
+            late_decision_window_seconds=20.0,
+            session_ttl_seconds=30.0,
+            max_remembered_identities=1,
+        ),
+        15.0,
+    ),
+}
+
+
+@pytest.mark.parametrize("closing", list(CLOSING))
 @PROPERTY
 @given(workloads(), steps)
-def test_windows_passing_and_limits_closing_turns_mid_stream_still_write_each_turn_once(
-    streams: tuple[list[dict[str, Any]], list[dict[str, Any]]], schedule: list[Step]
+def test_turns_closing_mid_stream_still_go_final_once_each(
+    closing: str,
+    streams: tuple[list[dict[str, Any]], list[dict[str, Any]]],
+    schedule: list[Step],
 ) -> None:
-    # Short windows, two open turns a session: turns go final between the records of their
-    # session, decisions arrive after theirs went final, and a crash may fall anywhere,
-    # a final record written and its drop not: each turn still goes final once.
-    policy = Policy(
-        org_id=ORG, late_decision_window_seconds=20.0, session_ttl_seconds=60.0, max_open_turns=2
-    )
-    tables = run_schedule(policy, streams, schedule, seconds=9.0)
+    policy, seconds = CLOSING[closing]
+    tables = run_schedule(policy, streams, schedule, seconds=seconds)
     assert_once(tables)
     assert finals_left(tables) == 0 and tables.heads.data == {}
 
@@ -440,21 +466,3 @@ def test_a_tick_reads_its_limit_of_the_sessions_due_oldest_first_and_says_what_i
         {"a2", "a3"},
         ["a4"],
     ]
-
-
-@PROPERTY
-@given(workloads(), steps)
-def test_a_finish_read_again_after_its_session_forgot_it_never_makes_a_second_final(
-    streams: tuple[list[dict[str, Any]], list[dict[str, Any]]], schedule: list[Step]
-) -> None:
-    # Issue 49 item 2: one identity remembered, sessions expiring between the records of a
-    # stream: a redelivered finish comes after its identity was forgotten, or after its
-    # session expired, and its key is final already. It is a duplicate, across crashes too.
-    policy = Policy(
-        org_id=ORG,
-        late_decision_window_seconds=20.0,
-        session_ttl_seconds=30.0,
-        max_remembered_identities=1,
-    )
-    tables = run_schedule(policy, streams, schedule, seconds=15.0)
-    assert_once(tables)
