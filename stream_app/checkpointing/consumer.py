@@ -78,6 +78,15 @@ R14 A partition whose log ends below the offset it expects was made again (its t
     old offset it records cannot land after. Logged once, counted, and counted as re-reading
     until the read reaches where that log ended. A broker whose log end keeps contradicting
     its fetches for ``PARTITION_END_PATIENCE_S`` stops the worker.
+R15 A fetch hands the drain loop at most ``FETCH_SHARE`` records of each partition, every
+    partition with records buffered taking its share in the same fetch; the rest stays in
+    aiokafka's buffer for the next. Faust's fetch hands over a partition's chunk of a fetch
+    response whole (up to ``max_partition_fetch_bytes``, 1 MiB: some 2,000 messages), and
+    the drain loop delivers a fetch before it fetches again: a partition whose chunk
+    arrived a moment later (a decisions partition, sought back by R6 just after its
+    messages partition) waited for all of it. A session's turns were then applied hundreds
+    of records ahead of its decisions, and a turn closed meanwhile (``max_open_turns``)
+    never took the decision published before it: no dead letter, no error.
 """
 
 from __future__ import annotations
@@ -113,6 +122,10 @@ RUN_RECORDS = 25
 # a peer's checkpoint brings thousands, which applied at once would hold the event loop
 # (docs/benchmarks.md).
 STANDBY_RECORDS = 500
+# At most this many of a partition's fetched records in one fetch (R15): a few runs, so a
+# partition whose records arrive a fetch later is delivered beside it, not after its whole
+# chunk; enough that a backlog is not read a handful of records per fetch.
+FETCH_SHARE = 4 * RUN_RECORDS
 # How often (at most) the drain loop looks for partitions that expect an offset beyond their
 # log's end (R14), and how long a broker may contradict itself about it before the worker
 # stops rather than guess.
@@ -146,8 +159,9 @@ class RunScheduler(DefaultSchedulingStrategy):
 
 
 class ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
-    """Faust's consumer thread, with the fetch wait of the app's settings (R12) and its
-    seeks made in the thread that owns the aiokafka consumer (R11)."""
+    """Faust's consumer thread, with the fetch wait of the app's settings (R12), its seeks
+    made in the thread that owns the aiokafka consumer (R11), and its fetches sharing
+    themselves between partitions (R15)."""
 
     #: The aiokafka consumer's fetch wait in ms (R12) when the app names none.
     fetch_max_wait_ms: ClassVar[int] = 500
@@ -162,6 +176,43 @@ class ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
             transport.app, "fetch_max_wait_ms", self.fetch_max_wait_ms
         )
         return consumer
+
+    async def _fetch_records(
+        self,
+        consumer: AIOKafkaConsumer,
+        active_partitions: set[TP],
+        timeout: float | None = None,
+        max_records: int | None = None,
+    ) -> Mapping[TP, list[Any]]:
+        """R15: up to ``FETCH_SHARE`` records of each partition that has records buffered,
+        all in one fetch; ``max_records`` (Faust's ``broker_max_poll_records``) still
+        bounds the whole.
+
+        Faust asks aiokafka's fetcher once, for everything buffered (``max_records`` is
+        None here; when set, the fetcher gives all of it to the first partition buffered,
+        call after call, until that chunk is used up): a partition's chunk came to the
+        drain loop whole, and was delivered before the next fetch brought the chunk of a
+        partition whose response came a moment later. Asked a share at a time, each time
+        of the partitions not served yet, the fetcher gives every partition with records
+        buffered its share: the first ask waits as Faust's does (``timeout``), the others
+        take only what is buffered. Runs within the fetch then alternate between the
+        partitions (R8, ``RunScheduler``), and the rest of a chunk waits for the next
+        fetch, beside whatever has come meanwhile."""
+        fetch = super()._fetch_records
+        if not active_partitions:  # a client's consumer (None), or nothing to fetch
+            return await fetch(consumer, active_partitions, timeout, max_records)
+        left = max_records
+        taken: dict[TP, list[Any]] = {}
+        got = await fetch(consumer, active_partitions, timeout, _share(left))
+        while got:
+            taken.update(got)  # a partition is asked again only in the next fetch
+            if left is not None:
+                left -= sum(len(records) for records in got.values())
+            rest = {tp for tp in active_partitions if tp not in taken}
+            if not rest or left == 0:
+                break
+            got = await fetch(consumer, rest, 0, _share(left))
+        return taken
 
     def seek(self, partition: TP, offset: int) -> None:
         """R11: seeks in the consumer thread, while the caller (the event loop) waits.
@@ -250,6 +301,12 @@ class Settlement:
             self._changed.notify_all()
 
 
+def _share(left: int | None) -> int:
+    """R15: what one ask of the fetcher may take, with ``left`` of the fetch's bound (None:
+    no bound)."""
+    return FETCH_SHARE if left is None else min(FETCH_SHARE, left)
+
+
 def _running_loop() -> asyncio.AbstractEventLoop | None:
     try:
         return asyncio.get_running_loop()
@@ -259,7 +316,7 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
 
 class Consumer(faust_aiokafka.Consumer):
     """Commits only runs of applied offsets that start at the committed offset, and
-    delivers each agent source partition in order from where it was sought (R1-R14)."""
+    delivers each agent source partition in order from where it was sought (R1-R15)."""
 
     #: Events the agent has marked applied and not yet acknowledged (R2).
     _applied: WeakSet[Message]

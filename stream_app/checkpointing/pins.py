@@ -9,7 +9,7 @@ deep inside a rebalance. ``tests/checkpointing/test_pins.py`` checks each pin ag
 installed versions and fails naming it; it also reads ``stream_app/`` for private names of
 those packages, so a use without a pin here fails too. When a pin fails after an upgrade,
 read the upstream change against the rule that relies on it (the ``consumer.py`` rules are
-cited as R1-R14) before changing the pin.
+cited as R1-R15) before changing the pin.
 """
 
 from __future__ import annotations
@@ -166,6 +166,16 @@ PINS: tuple[Pin, ...] = (
         "overridden: the aiokafka consumer gets the app's fetch wait (R12)",
         CHECKPOINTING,
         callers=("faust.transport.drivers.aiokafka.AIOKafkaConsumerThread._create_consumer",),
+    ),
+    Pin(
+        CONSUMER_THREAD,
+        "_fetch_records",
+        "coroutine",
+        "(self, consumer, active_partitions, timeout=None, max_records=None)",
+        "overridden and called: a fetch asks aiokafka's fetcher a share of each partition "
+        "at a time (R15); Faust's asks it once, for every buffered record",
+        CHECKPOINTING,
+        callers=("faust.transport.drivers.aiokafka.AIOKafkaConsumerThread.getmany",),
     ),
     Pin(
         CONSUMER_THREAD,

@@ -8,12 +8,16 @@ and fails with Faust's own ``ack`` / ``_new_offset`` / ``_add_gap`` (replaced he
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import threading
 from collections.abc import AsyncIterator, Iterator
+from types import SimpleNamespace
+from typing import Any, NamedTuple
 
 import faust
 import pytest
+from aiokafka.consumer.fetcher import Fetcher, FetchResult
 from aiokafka.errors import IllegalStateError
 from faust.tables.recovery import Recovery
 from faust.transport.drivers import aiokafka as faust_aiokafka
@@ -22,6 +26,7 @@ from faust.types.tuples import ConsumerMessage
 from mode.utils.queues import FlowControlQueue
 
 from stream_app.checkpointing.consumer import (
+    FETCH_SHARE,
     RUN_RECORDS,
     Consumer,
     ConsumerThread,
@@ -742,3 +747,155 @@ def test_the_drain_loop_gives_the_event_loop_back_between_two_runs_of_a_fetch(
     asyncio.run(beside_another_task(drained, lambda: seen.append(len(fetches.runs))))
     assert len(fetches.runs) == 3
     assert 1 in seen and 2 in seen  # it ran after the first run, and after the second
+
+
+class Record(NamedTuple):
+    offset: int
+
+
+class PartitionState:
+    """aiokafka's TopicPartitionState, as its ``FetchResult`` reads and moves it."""
+
+    paused = False
+
+    def __init__(self, position: int) -> None:
+        self.position = position
+
+    def consumed_to(self, position: int) -> None:
+        self.position = position
+
+
+class Assignment:
+    """aiokafka's Assignment, as its ``FetchResult`` reads it."""
+
+    active = True
+
+    def __init__(self, states: dict[TP, PartitionState]) -> None:
+        self.states = states
+
+    def state_value(self, partition: TP) -> PartitionState:
+        return self.states[partition]
+
+
+class Chunk:
+    """aiokafka's PartitionRecords: one fetch response's records of a partition."""
+
+    def __init__(self, offsets: range) -> None:
+        self.records = iter([Record(offset) for offset in offsets])
+        self.next_fetch_offset = offsets[0]
+
+    def __iter__(self) -> Chunk:
+        return self
+
+    def __next__(self) -> Record:
+        record = next(self.records)
+        self.next_fetch_offset = record.offset + 1
+        return record
+
+
+class Subscriptions:
+    reassignment_in_progress = False
+
+    def __init__(self, states: dict[TP, PartitionState]) -> None:
+        self.states = states
+
+    def is_assigned(self, partition: TP) -> bool:
+        return partition in self.states
+
+    @contextlib.contextmanager
+    def fetch_context(self) -> Iterator[None]:
+        yield
+
+
+class BufferedFetcher:
+    """aiokafka's fetcher holding the chunks fetch responses brought, by partition in the
+    order they arrived; ``fetched_records``, which hands them to Faust, is aiokafka's own."""
+
+    fetched_records = Fetcher.fetched_records
+
+    def __init__(self) -> None:
+        self._records: dict[TP, FetchResult] = {}
+        self._closed = False
+        self._wait_consume_future = None
+        self.states: dict[TP, PartitionState] = {}
+        self._subscriptions = Subscriptions(self.states)
+
+    def arrive(self, partition: TP, offsets: range) -> None:
+        """A fetch response brings ``offsets`` of ``partition``, from its position."""
+        self.states.setdefault(partition, PartitionState(offsets[0]))
+        self._records[partition] = FetchResult(
+            partition,
+            assignment=Assignment(self.states),
+            partition_records=Chunk(offsets),
+            backoff=0,
+        )
+
+    def _notify(self, future: Any) -> None:
+        pass  # the fetch routine that would ask the broker again: none here
+
+    def _create_fetch_waiter(self) -> asyncio.Future[None]:
+        return asyncio.get_running_loop().create_future()
+
+
+def fetching(fetcher: BufferedFetcher) -> tuple[ConsumerThread, Any]:
+    """The consumer thread, and the aiokafka consumer its fetches ask (Faust's
+    ``_fetch_records`` reads these few of each)."""
+    thread = ConsumerThread.__new__(ConsumerThread)  # only its fetch is used
+    thread.consumer = SimpleNamespace(flow_active=True)  # type: ignore[assignment]
+    return thread, SimpleNamespace(_fetcher=fetcher, _closed=False)
+
+
+def test_a_chunk_fetched_a_moment_later_is_delivered_beside_an_earlier_one() -> None:
+    # Issue 53: a worker taking over partition 2 after a kill was sought back (R6) to its
+    # messages' committed offset (617), then to its decisions' (108). The messages' chunk
+    # came first, all 1,792 records of a 1 MiB fetch, and Faust's fetch handed all of it
+    # over at once; the drain loop delivered it before fetching again, so the decisions
+    # came after. A session's seventh turn (message 2383) closed its first (MAX_OPEN_TURNS)
+    # before that turn's decision (decision 275, published with message 1626) was
+    # applied: the turn went final without it, though it had been published first.
+    messages, decisions = TP("m", 2), TP("d", 2)
+    fetcher = BufferedFetcher()
+    thread, aiokafka_consumer = fetching(fetcher)
+    fetcher.arrive(messages, range(617, 2409))
+    delivered: list[tuple[str, int]] = []  # in the order the drain loop delivers runs (R8)
+    loop = asyncio.new_event_loop()
+
+    def fetch() -> None:
+        got = loop.run_until_complete(
+            thread._fetch_records(aiokafka_consumer, {messages, decisions}, timeout=0.01)
+        )
+        delivered.extend((tp.topic, r.offset) for tp, r in RunScheduler().iterate(got))
+
+    fetch()  # the messages alone have arrived
+    fetcher.arrive(decisions, range(108, 362))  # the decisions' chunk, a moment later
+    while any(result.has_more() for result in fetcher._records.values()):
+        fetch()
+    loop.close()
+    decision, message = delivered.index(("d", 275)), delivered.index(("m", 1626))
+    assert decision < message, f"decision 275 delivered {decision}th, message 1626 {message}th"
+    # Nothing lost or repeated, each partition in its order.
+    assert [o for t, o in delivered if t == "m"] == list(range(617, 2409))
+    assert [o for t, o in delivered if t == "d"] == list(range(108, 362))
+
+
+def test_a_fetch_takes_a_share_of_each_partition_within_the_bound_on_the_whole() -> None:
+    # R15: each partition with records buffered gives at most FETCH_SHARE to one fetch;
+    # Faust's broker_max_poll_records, when set, still bounds the fetch.
+    a, b, c = TP("a", 0), TP("b", 0), TP("c", 0)
+    fetcher = BufferedFetcher()
+    thread, aiokafka_consumer = fetching(fetcher)
+    fetcher.arrive(a, range(0, 1000))
+    fetcher.arrive(b, range(0, 30))
+    loop = asyncio.new_event_loop()
+    got = loop.run_until_complete(thread._fetch_records(aiokafka_consumer, {a, b, c}, 0.01))
+    assert {tp.topic: len(records) for tp, records in got.items()} == {"a": FETCH_SHARE, "b": 30}
+    got = loop.run_until_complete(
+        thread._fetch_records(aiokafka_consumer, {a, b, c}, 0.01, FETCH_SHARE + 10)
+    )
+    assert {tp.topic: len(records) for tp, records in got.items()} == {"a": FETCH_SHARE}
+    fetcher.arrive(b, range(30, 60))
+    got = loop.run_until_complete(
+        thread._fetch_records(aiokafka_consumer, {a, b, c}, 0.01, FETCH_SHARE + 10)
+    )
+    assert {tp.topic: len(records) for tp, records in got.items()} == {"a": FETCH_SHARE, "b": 10}
+    loop.close()
