@@ -100,6 +100,12 @@ def test_a_worker_of_the_old_release_replaced_by_todays_loses_nothing(
         for key, at in final_after.items():  # each old turn final within seconds of it
             assert got[key]["read_at"] >= at, key
             assert got[key]["read_at"] - max(at, ready) < PROMISED_DELAY, key
+        late = [got[key]["read_at"] - max(at, ready) for key, at in final_after.items()]
+        print(
+            f"\n{len(final_after)} turns of {OLD} final {min(late):.2f}-{max(late):.2f} s after "
+            f"their final_after (or readiness); {len(got)} turns in all, "
+            f"{len(finals.records) - len(got)} identical repeats"
+        )
         want = {k.encode(): turn for k, turn in unstamp(expected).items()}
         assert {k: unstamp({"t": orjson.loads(r["value"])})["t"] for k, r in got.items()} == want
 
@@ -180,3 +186,33 @@ def test_a_worker_of_the_old_release_and_one_of_todays_side_by_side_lose_nothing
         assert {k: unstamp({"t": orjson.loads(r["value"])})["t"] for k, r in got.items()} == want
         sessions_topic = f"{pipeline.topics['STREAM_APP_ID']}-sessions"
         assert not [d for d in pipeline.dlq.values() if d["source_topic"] == sessions_topic]
+
+
+def test_a_rollback_from_todays_worker_to_the_old_release_loses_no_state(
+    pipeline: Pipeline, old_release: Path
+) -> None:
+    """Today's state format (2) is one 31bff95 reads as its own: rolled back onto it, the old
+    release reads every session (no ``state_unreadable``) and ends equal to replay."""
+    with final_topic(pipeline, 45.0) as finals:
+        lines = list(generate(records=400, sessions=16, seed=542))
+        half = len(lines) // 2
+        expected, expected_letters = replayed(lines, pipeline.topics)
+        new = pipeline.worker()
+        new.start().wait_ready(90)
+        pipeline.publish(lines[:half])
+        first_half, _ = replayed(lines[:half], pipeline.topics)
+        pipeline.turns.wait_until(
+            lambda: {k.decode() for _, k, _ in pipeline.turns.records if k} >= set(first_half),
+            60,
+            "today's turns",
+        )
+        new.stop()
+        old = old_worker(pipeline, old_release)
+        old.start().wait_ready(90)
+        pipeline.publish(lines[half:])
+        pipeline.wait_for(expected, expected_letters, timeout=120)
+        finals.wait_for({k.encode() for k in expected}, timeout=45.0 + 60)
+        got = once_each(finals)
+        want = {k.encode(): turn for k, turn in unstamp(expected).items()}
+        assert {k: unstamp({"t": orjson.loads(r["value"])})["t"] for k, r in got.items()} == want
+        assert "state_unreadable" not in old.log.read_text()
