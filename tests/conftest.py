@@ -50,6 +50,7 @@ def pipeline(broker: EmbeddedBroker, topics: dict[str, str], workdir: Path) -> I
     p.close()
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the group (loadgroup)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test that needs the embedded broker is slow: it starts workers, waits for groups to
     form and for records to travel, so `-m "not slow"` leaves every one of them out.
