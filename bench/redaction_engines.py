@@ -40,7 +40,7 @@ from dataclasses import replace
 from functools import partial
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -114,7 +114,7 @@ def kingfisher(confidence: str) -> tuple[Redactor, str] | None:
         import kingfisher_sdk
     except ImportError:
         return None
-    rules = kingfisher_sdk.Rules(confidence=confidence)  # type: ignore[arg-type]
+    rules = kingfisher_sdk.Rules(confidence=cast(Any, confidence))  # its own Literal type
     scanner = kingfisher_sdk.Scanner(rules)
 
     def run(text: str) -> str:
