@@ -26,6 +26,7 @@ The due index (``due``): a session's next instant at which a tick has work to do
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import cast
 
 from stream_app.core.policy import Policy
@@ -90,17 +91,24 @@ def due(state: SessionState, policy: Policy) -> float | None:
     A turn closed by its window keeps its own instant (already past), so closing it moves
     nothing in the index: only the next turn, once it is written, does.
     """
-    at: float | None = None
-    for turn in state.closed.values():
-        assert turn.closed is not None
-        reason, final_after = turn.closed
-        instant = final_after if reason == WINDOW else 0.0
-        at = instant if at is None else min(at, instant)
-        if at == 0.0:
-            return at
+    closed = [turn.closed for turn in state.closed.values() if turn.closed is not None]
     oldest = next(iter(state.turns.values()), None)
-    if oldest is not None:
-        instant = oldest.final_after(policy)
+    return due_of(closed, None if oldest is None else oldest.emitted_at, policy)
+
+
+def due_of(
+    closed: Iterable[tuple[str, float]], oldest_emitted: float | None, policy: Policy
+) -> float | None:
+    """``due`` from its parts: the closed turns' (reason, final_after) and when the oldest
+    open turn was emitted; what a stored head holds of them too (``state/due.refile``)."""
+    at: float | None = None
+    for reason, final_after in closed:
+        instant = float(final_after) if reason == WINDOW else 0.0
+        if instant == 0.0:
+            return instant
+        at = instant if at is None else min(at, instant)
+    if oldest_emitted is not None:
+        instant = float(oldest_emitted) + policy.late_decision_window_seconds
         at = instant if at is None else min(at, instant)
     return at
 

@@ -243,16 +243,10 @@ class IndexedSessions(TableSessions):
 
 def refile(doc: Head, policy: Policy) -> tuple[float, float | None] | None:
     """Where a head's session belongs in the index under ``policy``, when that is not where
-    its head says it was filed: (the instant, the one it was filed at or None). The instant
-    is ``core/finality.due``'s, read off the head: at once for a turn closed early, a
-    window's closing at its own instant, else the oldest open turn's ``final_after``."""
-    at: float | None = None
-    for _, reason, final_after in doc.get("closed", ()):
-        instant = float(final_after) if reason == finality.WINDOW else 0.0
-        at = instant if at is None else min(at, instant)
-    if (oldest := doc.get("oldest")) is not None:
-        instant = float(oldest) + policy.late_decision_window_seconds
-        at = instant if at is None else min(at, instant)
+    its head says it was filed: (the instant, the one it was filed at or None), the
+    instant ``core/finality.due`` gives, read off the head's closed turns and oldest."""
+    closed = [(reason, at) for _, reason, at in doc.get("closed", ())]
+    at = finality.due_of(closed, doc.get("oldest"), policy)
     before = doc.get("due")
     if at is None or at == before:
         return None
