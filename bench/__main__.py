@@ -33,7 +33,7 @@ import orjson
 
 from bench import cluster, core, measure, peers
 from bench.workload import encoded, generate
-from stream_app.cli import bootstrap_argument
+from stream_app.cli.arguments import bootstrap_argument
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -27,9 +27,9 @@ HERE = Path(__file__).resolve().parent.parent
 _CORE = """
 import io, sys, time
 from stream_app.config import Settings
-from stream_app.replay import replay
+from stream_app.cli.replay import replay
 try:
-    from stream_app.cli import tune_gc
+    from stream_app.runtime.allocator import tune_gc
 except ImportError:
     tune_gc = lambda: None
 lines = open(sys.argv[1], "rb").read().splitlines()

@@ -19,9 +19,9 @@ from pathlib import Path
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from stream_app.clients import ClientOptions, client_options
+from stream_app.broker.clients import ClientOptions, client_options
+from stream_app.broker.embedded import WORKER_SETTINGS, EmbeddedBroker
 from stream_app.config import Settings
-from stream_app.embedded_broker import WORKER_SETTINGS, EmbeddedBroker
 
 # Every consumer here waits as briefly as the worker does: tansu holds each fetch for the
 # whole wait, so a longer one would time the reader, not the worker.

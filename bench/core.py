@@ -25,8 +25,7 @@ import orjson
 
 from bench.cluster import status_kib
 from bench.workload import chat, decision, encoded
-from stream_app import heap
-from stream_app.cli import tune_gc
+from stream_app.cli.replay import FREEZE_EVERY, replay
 from stream_app.config import Settings
 from stream_app.core import wire
 from stream_app.core.policy import Policy
@@ -34,11 +33,12 @@ from stream_app.core.records import SourceRecord, TopicKind, turn_key
 from stream_app.core.session import SessionState
 from stream_app.models.decision import DecisionPayload
 from stream_app.models.message import LLMMessagePublishedEvent
-from stream_app.pipeline import Pipeline
-from stream_app.replay import FREEZE_EVERY, replay
+from stream_app.runtime import allocator
+from stream_app.runtime.allocator import tune_gc
 from stream_app.state import entries
 from stream_app.state.memory import MemorySessions
 from stream_app.state.sessions import TableSessions
+from stream_app.worker.pipeline import Pipeline
 
 CHECKPOINT_RECORDS = 1_000  # records between two serializations of the changed sessions
 SIZES = (10, 1_000, 20_000)
@@ -112,7 +112,7 @@ def _core(records: list[SourceRecord], serialize: bool) -> None:
     changed: set[str] = set()
     for n, record in enumerate(records, 1):
         if n % FREEZE_EVERY == 0:
-            heap.freeze_survivors()  # as replay and the worker keep the state from the collector
+            allocator.freeze_survivors()  # as replay and the worker keep state from the collector
         item, _ = pipeline.decode(record)
         if item is None:
             continue

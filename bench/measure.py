@@ -24,15 +24,15 @@ from aiokafka.admin import AIOKafkaAdminClient
 from bench import cluster, peers
 from bench.cluster import Batch, Cluster, status_kib, wait_ready
 from bench.core import idle_session
-from stream_app import heap
+from stream_app.broker.embedded import free_port
 from stream_app.core.records import turn_key
-from stream_app.embedded_broker import free_port
+from stream_app.runtime import allocator
 
 Records = Sequence[tuple[str, bytes | None, bytes]]  # (kind, key, value)
 # The worker's topics, each named by STREAM_APP_TOPIC_<KIND> after the run.
 TOPICS = ("messages", "decisions", "turns", "dlq", "final")
 SOAK_STEP = 10_000  # sessions fed between two samples of (s)
-REST = 2 * heap.INTERVAL + 5  # seconds (s) rests: the allocator gives memory back each interval
+REST = 2 * allocator.INTERVAL + 5  # seconds (s) rests: memory goes back each interval
 
 
 async def produce(

@@ -22,8 +22,8 @@ from typing import Any
 import orjson
 
 from bench.cluster import Cluster
+from stream_app.broker.embedded import free_port
 from stream_app.config import Settings
-from stream_app.embedded_broker import free_port
 
 Peer = tuple["subprocess.Popen[bytes]", int]
 KINDS = {"passthrough": "Faust passthrough agent, tuned", "table": "Faust table agent, naive"}

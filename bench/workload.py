@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from stream_app.core.records import TopicKind
-from stream_app.replay import record_value
+from stream_app.ingest.lines import record_value
 
 Line = dict[str, Any]
 _WORDS = (

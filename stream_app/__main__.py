@@ -1,5 +1,5 @@
 import sys
 
-from stream_app.cli import main
+from stream_app.cli.main import main
 
 sys.exit(main())

@@ -7,7 +7,7 @@ applied where it is (``worker.Routing``). A session's state lives in four tables
 ``sessions`` (heads), ``entries``, ``turn_bodies`` and ``decisions`` (the collapse), laid
 out so that a checkpoint writes what changed (``state/entries.py``); a fifth, ``due``,
 names the sessions by when a turn of theirs goes final (``state/due.py``), whose final
-records a checkpoint writes once it holds their closing (``finals.py``); a sixth,
+records a checkpoint writes once it holds their closing (``worker/final_records.py``); a sixth,
 ``final_keys``, remembers the turns that went final beyond their sessions
 (``state/final_keys.py``).
 
@@ -38,7 +38,6 @@ from faust.web import Request, Response, View
 from mode.supervisors import CrashingSupervisor
 from prometheus_client import generate_latest
 
-from stream_app import heap, logs, metrics, reachability, web_server
 from stream_app.checkpointing.batches import Checkpoints
 from stream_app.checkpointing.consumer import (
     RUN_RECORDS,
@@ -48,10 +47,10 @@ from stream_app.checkpointing.consumer import (
 )
 from stream_app.config import Settings, load_settings
 from stream_app.core import finality
-from stream_app.finals import Finalizer
 from stream_app.models.topics import partition_for
-from stream_app.pipeline import Pipeline
-from stream_app.slices import Slices
+from stream_app.observability import logs, metrics
+from stream_app.runtime import allocator
+from stream_app.runtime.slices import Slices
 from stream_app.state.due import IndexedSessions, OrderedMemoryStore, session_of_due
 from stream_app.state.entries import StateFormatNewer
 from stream_app.state.final_keys import TableFinalKeys, session_of_final_key
@@ -63,8 +62,11 @@ from stream_app.state.recovery import (
 )
 from stream_app.state.sessions import session_of
 from stream_app.state.tables import KeyPartitionedTable
-from stream_app.web_auth import guard_faust_views, requires_token
-from stream_app.worker import SWEEP, TICK, Outbox, Routing, Worker
+from stream_app.worker import reachability, web_server
+from stream_app.worker.final_records import Finalizer
+from stream_app.worker.pipeline import Pipeline
+from stream_app.worker.web_auth import guard_faust_views, requires_token
+from stream_app.worker.worker import SWEEP, TICK, Outbox, Routing, Worker
 
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4"  # aiohttp adds the charset itself
 LAG_PROBE_SECONDS = 0.05
@@ -94,7 +96,7 @@ def create_app(settings: Settings) -> faust.App:
         web_port=settings.web_port,
         web_host=settings.web_host,
         web_bind=settings.web_bind,
-        web=web_server.WEB,  # Faust's aiohttp server, within limits (web_server.py)
+        web=web_server.WEB,  # Faust's aiohttp server, within limits (worker/web_server.py)
         # Faust's /table/{name}/{key}/ would serve session state (chat content) past
         # STREAM_APP_WEB_TOKEN; /sessions/{id} is the way in.
         web_tables_enabled=False,
@@ -175,7 +177,7 @@ def create_app(settings: Settings) -> faust.App:
         partitions,
         TableFinalKeys(final_keys, partitions),
     )
-    # Closed turns wait in the state for the checkpoint that holds them (stream_app/finals.py).
+    # Closed turns wait in the state for the checkpoint that holds them (worker/final_records.py).
     pipeline = Pipeline(policy, store, finals_now=False)
     worker = Worker(
         pipeline, store, routing, settings.on_processing_error, settings.waiting_warn_seconds
@@ -200,7 +202,7 @@ def create_app(settings: Settings) -> faust.App:
             interval=settings.commit_interval_ms / 1000,
             after_write=Finalizer(store, outbox.send_finals).after_write,
         )
-        give_back = Slices()  # a full buffer is read without ever awaiting (slices.py)
+        give_back = Slices()  # a full buffer is read without ever awaiting (runtime/slices.py)
         try:
             async for event in stream.noack().events():  # type: ignore[attr-defined]
                 if worker.refused is not None:  # met at recovery (on_recovered)
@@ -210,7 +212,7 @@ def create_app(settings: Settings) -> faust.App:
                 for message in run:
                     worker.apply(message, checkpoints.add(message))
                 await checkpoints.added(full=settings.batch_max_records)
-                heap.freeze_survivors()  # what a step leaves alive: walk it no more
+                allocator.freeze_survivors()  # what a step leaves alive: walk it no more
                 await give_back()
         except StateFormatNewer as exc:  # a rollback onto newer state: hold, delete nothing
             checkpoints.fail(exc)  # nothing of the batch is acknowledged, nor committed
@@ -236,15 +238,15 @@ def create_app(settings: Settings) -> faust.App:
         for partition in range(partitions):
             await sessions.send(key=None, value=TICK, partition=partition, headers=worker.headers)
 
-    @app.timer(heap.INTERVAL)  # type: ignore[untyped-decorator]
+    @app.timer(allocator.INTERVAL)  # type: ignore[untyped-decorator]
     async def give_back_memory() -> None:
         """An idle worker also drops what only speeds up work: the decoded states (in the
         tables) and the cached partitions of session keys; and collects the cycles that
-        the agent froze (``heap.freeze_survivors``)."""
+        the agent froze (``allocator.freeze_survivors``)."""
         if store.forget_if_idle():
             partition_for.cache_clear()
-            heap.collect_frozen()
-        heap.give_back()
+            allocator.collect_frozen()
+        allocator.give_back()
 
     @app.task  # type: ignore[untyped-decorator]
     async def measure_loop_lag() -> None:

@@ -114,7 +114,7 @@ class Settings(BaseSettings):
     topic_decisions: str = Field("developer.decisions", min_length=1)
     topic_turns: str = Field("turns", min_length=1)
     topic_dlq: str = Field("turns.dlq", min_length=1)
-    # Each turn once, when nothing can revise it any more (SPEC §8, stream_app/finals.py).
+    # Each turn once, when nothing can revise it any more (SPEC §8, worker/final_records.py).
     topic_final: str = Field("turns.final", min_length=1)
     partitions: int = Field(4, ge=1)
     replication_factor: int = Field(1, ge=1)

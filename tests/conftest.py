@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from stream_app.embedded_broker import EmbeddedBroker
+from stream_app.broker.embedded import EmbeddedBroker
 
 if TYPE_CHECKING:
     from tests.test_app import Pipeline

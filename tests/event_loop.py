@@ -10,7 +10,7 @@ from typing import TypeVar
 
 import pytest
 
-from stream_app.slices import Slices
+from stream_app.runtime.slices import Slices
 
 T = TypeVar("T")
 

@@ -11,8 +11,8 @@ import orjson
 from bench.workload import decision as workload_decision
 from stream_app.core.policy import Policy
 from stream_app.core.records import Outputs, SourceRecord
-from stream_app.pipeline import Pipeline
 from stream_app.state.memory import MemorySessions
+from stream_app.worker.pipeline import Pipeline
 from tests.contracts import assert_valid_turn, assert_valid_turn_key
 
 ORG = "acme"

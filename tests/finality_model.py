@@ -20,10 +20,10 @@ import orjson
 
 from stream_app.core.policy import Policy
 from stream_app.core.records import FinalTurn, Outputs, SourceRecord
-from stream_app.finals import Finalizer
-from stream_app.pipeline import Pipeline
 from stream_app.state.due import IndexedSessions, OrderedKeys
 from stream_app.state.final_keys import TableFinalKeys
+from stream_app.worker.final_records import Finalizer
+from stream_app.worker.pipeline import Pipeline
 
 
 class Stopped(Exception):

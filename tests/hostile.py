@@ -27,7 +27,7 @@ from confluent_kafka import Producer
 
 from stream_app.core.dead_letter import DEAD_LETTER_KEY_MAX_BYTES, DEAD_LETTER_MAX_BYTES
 from stream_app.core.limits import MAX_DEPTH, MAX_ID_CHARS
-from stream_app.replay import record_value
+from stream_app.ingest.lines import record_value
 from tests.factories import assistant, decision, message, tool_call
 
 Kind = Literal["messages", "decisions"]

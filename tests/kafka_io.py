@@ -10,7 +10,7 @@ import orjson
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from stream_app.replay import record_value
+from stream_app.ingest.lines import record_value
 
 
 def create_topics(bootstrap: str, names: Iterable[str], partitions: int, **config: str) -> None:

@@ -14,11 +14,11 @@ import orjson
 import pytest
 
 from bench.workload import generate
+from stream_app.broker.embedded import EmbeddedBroker
+from stream_app.cli.replay import replay
 from stream_app.config import Settings
 from stream_app.core.records import turn_key
-from stream_app.embedded_broker import EmbeddedBroker
 from stream_app.models.topics import partition_for
-from stream_app.replay import replay
 from tests.contracts import assert_valid_turn
 from tests.kafka_io import TopicReader, create_topics, final_turns, publish
 from tests.worker_process import WorkerProcess

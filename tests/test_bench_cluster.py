@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 from confluent_kafka.admin import AdminClient
 
-from stream_app.embedded_broker import WORKER_SETTINGS, EmbeddedBroker
+from stream_app.broker.embedded import WORKER_SETTINGS, EmbeddedBroker
 from tests.kafka_io import create_topics
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 import pytest
 
-from stream_app.embedded_broker import EmbeddedBroker
+from stream_app.broker.embedded import EmbeddedBroker
 from tests.contracts import assert_valid_dead_letter
 from tests.factories import assistant, decision, message, tool_call
 from tests.kafka_io import final_turns, publish

@@ -12,9 +12,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from stream_app.cli import _parser
-from stream_app.embedded_broker import EmbeddedBroker, free_port
-from stream_app.text import counted
+from stream_app.broker.embedded import EmbeddedBroker, free_port
+from stream_app.cli.main import _parser
+from stream_app.console.wording import counted
 from tests.kafka_io import create_topics, publish
 from tests.terminal import on_a_terminal
 

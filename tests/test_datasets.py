@@ -1,8 +1,8 @@
 """Issue 41, SPEC §9: ``stream-app export`` writes what trainers load.
 
-Inputs are generated, run through replay's core (``stream_app.replay``, the pipeline the
+Inputs are generated, run through replay's core (``stream_app.cli.replay``, the pipeline the
 worker runs) and exported from the TURNS lines it wrote: no broker. Every chat example is
-checked as a trainer's loader would check it, independently of ``datasets.py``'s own rule.
+checked as a trainer's loader would check it, independently of ``datasets/formats.py``'s own rule.
 """
 
 from __future__ import annotations
@@ -17,17 +17,17 @@ import orjson
 import pytest
 
 from bench.workload import generate
-from stream_app.cli import main
+from stream_app.cli.main import main
+from stream_app.cli.replay import replay
 from stream_app.config import Settings
-from stream_app.dataset_files import DatasetError, write_dataset
-from stream_app.datasets import (
+from stream_app.datasets.files import DatasetError, write_dataset
+from stream_app.datasets.formats import (
     Options,
     SkipReason,
     TurnLines,
     read_turn_lines,
     split_of,
 )
-from stream_app.replay import replay
 from tests.contracts import assert_valid_turn, assert_valid_turn_key
 from tests.factories import ORG, assistant, message, tool_call
 from tests.terminal import on_a_terminal
@@ -482,7 +482,7 @@ def test_pyarrow_reads_the_chat_lines_and_the_parquet_file_alike(tmp_path: Path)
 def test_an_export_that_fails_leaves_no_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import stream_app.dataset_files as files
+    import stream_app.datasets.files as files
 
     turns = replayed(workload(records=300, sessions=4))
     real = files._Jsonl.write
@@ -614,9 +614,9 @@ def test_docs_name_every_field_and_reason_and_the_readme_command_parses() -> Non
     import shlex
     from typing import get_type_hints
 
-    from stream_app.cli import _parser
-    from stream_app.dataset_files import Manifest, ManifestFile
-    from stream_app.datasets import ChatMessage, ExampleMetadata
+    from stream_app.cli.main import _parser
+    from stream_app.datasets.files import Manifest, ManifestFile
+    from stream_app.datasets.formats import ChatMessage, ExampleMetadata
 
     docs = (ROOT / "docs" / "records.md").read_text().split("## Datasets", 1)[1]
     for reason in SkipReason:

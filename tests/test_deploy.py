@@ -21,10 +21,10 @@ import pytest
 import yaml
 from prometheus_client import generate_latest
 
-from stream_app import metrics
 from stream_app.app import create_app
 from stream_app.config import Settings
 from stream_app.models.dead_letter import Reason
+from stream_app.observability import metrics
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
@@ -301,7 +301,7 @@ def test_readiness_rides_out_a_rebalance_and_agrees_with_the_disruption_budget()
     # The kubelet does not restart a worker for being busy with a rebalance either.
     live = container["livenessProbe"]
     assert live["periodSeconds"] * live["failureThreshold"] >= tolerated
-    # Stopping is graceful (stream_app/cli.py): leave it time to settle and commit.
+    # Stopping is graceful (stream_app/cli/main.py): leave it time to settle and commit.
     assert sts["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] >= 30
 
 

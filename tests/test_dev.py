@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from stream_app.embedded_broker import free_port
+from stream_app.broker.embedded import free_port
 
 pytestmark = pytest.mark.broker
 

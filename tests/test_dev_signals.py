@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from stream_app import dev
+from stream_app.cli import dev
 
 
 def _signal_in_a_loop_callback(

@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from stream_app.embedded_broker import free_port
+from stream_app.broker.embedded import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -14,8 +14,9 @@ from typing import Any
 import orjson
 import pytest
 
-from stream_app import dev, logs
-from stream_app.embedded_broker import EmbeddedBroker
+from stream_app.broker.embedded import EmbeddedBroker
+from stream_app.cli import dev
+from stream_app.observability import logs
 
 
 def _event(name: str, **fields: object) -> bytes:

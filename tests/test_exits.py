@@ -1,4 +1,4 @@
-"""Issue 20 item 3: a worker's end is bounded and says once how it ended (``exits.py``).
+"""Issue 20 item 3: a worker's end is bounded and says once how it ended (``worker/exits.py``).
 
 The watchdog's exit is ``os._exit``, so each case runs in a process of its own, whose main
 thread hangs as a stuck stop does."""
@@ -16,12 +16,13 @@ import faust
 import orjson
 import pytest
 
-from stream_app import exits
-from stream_app.exits import BoundedWorker
+from stream_app.worker import exits
+from stream_app.worker.exits import BoundedWorker
 
 HANG = """
 import sys, threading
-from stream_app import exits, logs
+from stream_app.worker import exits
+from stream_app.observability import logs
 
 class Stub:
     ending = False

@@ -17,11 +17,11 @@ import orjson
 import pytest
 
 from bench.workload import generate
+from stream_app.broker.embedded import EmbeddedBroker
 from stream_app.config import Settings
 from stream_app.core.records import turn_key
 from stream_app.core.revisions import read_headers
-from stream_app.embedded_broker import EmbeddedBroker
-from stream_app.export import export
+from stream_app.datasets.topic import export
 from stream_app.models.topics import partition_for
 from tests.contracts import assert_valid_turn
 from tests.kafka_io import create_topics, from_the_start

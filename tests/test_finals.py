@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from stream_app.cli.replay import FinalLines
 from stream_app.core.policy import Policy
 from stream_app.core.records import SourceRecord
-from stream_app.replay import FinalLines
 from stream_app.state.due import bound, due_key
 from stream_app.state.memory import MemorySessions
 from tests.contracts import assert_valid_turn
@@ -341,7 +341,7 @@ def run_schedule(
 
 def replayed_latest(policy: Policy, streams: tuple[list[Any], list[Any]]) -> dict[bytes, bytes]:
     """An uninterrupted replay's latest revision of each turn (file order: messages first)."""
-    from stream_app.pipeline import Pipeline
+    from stream_app.worker.pipeline import Pipeline
 
     pipeline = Pipeline(policy, MemorySessions(), clock=lambda: T0)
     latest: dict[bytes, bytes] = {}

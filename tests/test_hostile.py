@@ -27,13 +27,13 @@ import orjson
 import pytest
 
 from bench.workload import generate
+from stream_app.broker.embedded import EmbeddedBroker
+from stream_app.cli.replay import records as replay_records
 from stream_app.config import Settings
 from stream_app.core.dead_letter import DEAD_LETTER_MAX_BYTES
 from stream_app.core.records import Outputs, SourceRecord
-from stream_app.embedded_broker import EmbeddedBroker
-from stream_app.pipeline import Pipeline as CorePipeline
-from stream_app.replay import records as replay_records
 from stream_app.state.memory import MemorySessions
+from stream_app.worker.pipeline import Pipeline as CorePipeline
 from tests.contracts import assert_valid_turn, assert_valid_turn_key, validator
 from tests.hostile import (
     CONTRIBUTED,

@@ -18,13 +18,13 @@ from aiokafka.producer.message_accumulator import BatchBuilder
 from aiokafka.record.memory_records import MemoryRecords
 from faust.types import Message
 
-from stream_app import metrics
+from stream_app.broker.record_batches import RecordBatches
 from stream_app.checkpointing.batches import Batch, Forward
 from stream_app.core.counts import Count
 from stream_app.core.policy import Policy
 from stream_app.core.records import SourceRecord, dump_input
-from stream_app.record_batches import RecordBatches
-from stream_app.worker import (
+from stream_app.observability import metrics
+from stream_app.worker.worker import (
     FORMAT_HEADER,
     FORMAT_HEADERS,
     INTERNAL_FORMAT,

@@ -26,7 +26,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from bench.workload import generate
-from stream_app.embedded_broker import EmbeddedBroker
+from stream_app.broker.embedded import EmbeddedBroker
 from tests.factories import assistant, message
 from tests.kafka_io import create_topics, final_turns
 from tests.test_app import PARTITIONS, Pipeline, replayed

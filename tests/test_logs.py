@@ -10,7 +10,7 @@ import threading
 import orjson
 import pytest
 
-from stream_app import logs
+from stream_app.observability import logs
 
 
 class Terminal(io.StringIO):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from stream_app.embedded_broker import EmbeddedBroker
+from stream_app.broker.embedded import EmbeddedBroker
 from tests.kafka_io import final_turns
 from tests.test_app import Pipeline, assigned, example_lines
 
@@ -108,8 +108,8 @@ def test_a_session_is_answered_by_its_owner_whichever_worker_is_asked(pipeline: 
 def test_every_count_of_the_core_has_its_series_or_is_replays_alone() -> None:
     # One vocabulary (core/counts.py): a count the core adds without a series would move
     # nothing an operator can see.
-    from stream_app import metrics
     from stream_app.core.counts import Count
+    from stream_app.observability import metrics
 
     assert set(metrics.SERIES) == set(Count)
     replay_only = {c for c, series in metrics.SERIES.items() if series is None}

@@ -16,7 +16,7 @@ import orjson
 
 from stream_app.config import Settings
 from stream_app.core.fields import near_misses
-from stream_app.publish import Outgoing, check
+from stream_app.ingest.publish import Outgoing, check
 from tests.factories import ORG, assistant, decision, message
 from tests.test_replay import replay
 

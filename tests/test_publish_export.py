@@ -28,9 +28,9 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from bench.workload import generate
+from stream_app.broker.embedded import WORKER_SETTINGS, EmbeddedBroker
 from stream_app.core.revisions import read_headers
-from stream_app.embedded_broker import WORKER_SETTINGS, EmbeddedBroker
-from stream_app.export import read_to_end
+from stream_app.datasets.topic import read_to_end
 from stream_app.models.topics import partition_for
 from tests.contracts import assert_valid_turn, assert_valid_turn_key
 from tests.kafka_io import create_topics

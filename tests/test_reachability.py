@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from stream_app.embedded_broker import EmbeddedBroker
+from stream_app.broker.embedded import EmbeddedBroker
 from tests.kafka_io import TopicReader, create_topics, publish
 from tests.test_app import example_lines, replayed
 from tests.test_worker_exit import _events, _named

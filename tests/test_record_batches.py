@@ -1,4 +1,4 @@
-"""Record batches handed to the producer (``stream_app/record_batches.py``), against a
+"""Record batches handed to the producer (``stream_app/broker/record_batches.py``), against a
 producer that notes what it is handed: no broker is needed to see the order and the build."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from aiokafka.producer.message_accumulator import BatchBuilder
 from aiokafka.record.default_records import DefaultRecordBatch
 from faust.types import TP
 
-import stream_app.record_batches as module
-from stream_app.record_batches import RecordBatches
+import stream_app.broker.record_batches as module
+from stream_app.broker.record_batches import RecordBatches
 from tests.event_loop import beside_another_task, slices_of_nothing
 
 ZSTD = 4  # aiokafka's codec number

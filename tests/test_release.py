@@ -19,7 +19,7 @@ import faust
 import pytest
 
 import stream_app
-from stream_app import metrics
+from stream_app.observability import metrics
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -138,7 +138,7 @@ def test_build_info_is_one_series_at_1_naming_version_and_commit(
 
 def test_the_startup_line_names_the_release(monkeypatch: pytest.MonkeyPatch) -> None:
     from stream_app import app as worker_app
-    from stream_app import logs
+    from stream_app.observability import logs
 
     monkeypatch.setenv(stream_app.COMMIT_VARIABLE, "7092ffb")
     lines: list[tuple[str, dict[str, Any]]] = []

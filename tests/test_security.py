@@ -30,8 +30,8 @@ from aiokafka import AIOKafkaConsumer, conn
 from aiokafka.errors import KafkaConnectionError
 from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
 
+from stream_app.broker.embedded import EmbeddedBroker, free_port
 from stream_app.config import Settings, SettingsError, load_settings
-from stream_app.embedded_broker import EmbeddedBroker, free_port
 from tests.kafka_io import create_topics, publish
 from tests.test_app import PARTITIONS, example_lines
 from tests.tls_proxy import TlsProxy

@@ -28,7 +28,7 @@ import orjson
 import pytest
 
 from bench.workload import generate
-from stream_app.embedded_broker import EmbeddedBroker
+from stream_app.broker.embedded import EmbeddedBroker
 from stream_app.models.topics import partition_for
 from tests.contracts import assert_valid_turn
 from tests.kafka_io import TopicReader, create_topics, final_turns, publish

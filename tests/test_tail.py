@@ -23,8 +23,8 @@ from typing import IO
 import orjson
 import pytest
 
-from stream_app import tail
-from stream_app.embedded_broker import EmbeddedBroker, free_port
+from stream_app.broker.embedded import EmbeddedBroker, free_port
+from stream_app.cli import tail
 from tests.kafka_io import create_topics, publish
 
 TURN = {

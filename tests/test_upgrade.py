@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 import pytest
 
-from stream_app import metrics
+from stream_app.observability import metrics
 from stream_app.state.due import due_key
 from stream_app.state.entries import STATE_FORMAT, StateFormatNewer
 from tests.finality_model import ModelWorker, Tables

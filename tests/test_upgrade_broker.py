@@ -20,7 +20,7 @@ import orjson
 import pytest
 
 from bench.workload import generate
-from stream_app.embedded_broker import EmbeddedBroker
+from stream_app.broker.embedded import EmbeddedBroker
 from tests.test_app import Pipeline, replayed, unstamp
 from tests.test_final_topic import PROMISED_DELAY, final_after_on_turns, final_topic, once_each
 from tests.worker_process import WorkerProcess

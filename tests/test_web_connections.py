@@ -26,10 +26,10 @@ import faust
 import orjson
 import pytest
 
-from stream_app import web_server
-from stream_app.embedded_broker import free_port
-from stream_app.web_auth import guard_faust_views
-from stream_app.web_server import HEADER_TIMEOUT, KEEPALIVE_TIMEOUT, Limits
+from stream_app.broker.embedded import free_port
+from stream_app.worker import web_server
+from stream_app.worker.web_auth import guard_faust_views
+from stream_app.worker.web_server import HEADER_TIMEOUT, KEEPALIVE_TIMEOUT, Limits
 from tests.kafka_io import final_turns
 from tests.test_app import Pipeline, example_lines
 from tests.worker_process import WorkerProcess

@@ -26,7 +26,7 @@ from aiohttp.test_utils import TestServer
 from pydantic import SecretStr
 
 from stream_app.config import load_settings
-from stream_app.web_auth import authorized, guard_faust_views, requires_token
+from stream_app.worker.web_auth import authorized, guard_faust_views, requires_token
 from tests.kafka_io import final_turns
 from tests.test_app import Pipeline, assigned, example_lines
 from tests.test_config import refused

@@ -21,7 +21,7 @@ import orjson
 import pytest
 from confluent_kafka import Producer
 
-from stream_app.embedded_broker import EmbeddedBroker
+from stream_app.broker.embedded import EmbeddedBroker
 from tests.test_faults import RAISES  # a record that makes the core raise
 from tests.worker_process import WorkerProcess
 
@@ -41,7 +41,7 @@ async def hang(sender, **kwargs):
         except asyncio.CancelledError:
             pass
 
-from stream_app.cli import main
+from stream_app.cli.main import main
 sys.exit(main(["worker", "--loglevel", "info"]))
 """
 

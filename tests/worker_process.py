@@ -11,7 +11,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from stream_app.embedded_broker import WORKER_SETTINGS, EmbeddedBroker, free_port, terminate
+from stream_app.broker.embedded import WORKER_SETTINGS, EmbeddedBroker, free_port, terminate
 
 
 class WorkerProcess:

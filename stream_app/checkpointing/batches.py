@@ -15,7 +15,7 @@ begins only from the status before it, and anything else raises (``BatchStateErr
    serialized as it was when the checkpoint began, a slice at a time while the agent goes
    on (``TableSessions.begin_seal``), and, once the batches sealed so far are SENT, written
    to the tables (each session once) and its changelog records acknowledged, and the final
-   records of the turns it closed are written (``stream_app/finals.py``); (4b) then
+   records of the turns it closed are written (``worker/final_records.py``); (4b) then
    those batches' events are marked applied and acknowledged to Faust, batch after batch
    in the order they were sealed, the snapshot is let go a slice at a time
    (``TableSessions.release``), and the events are committed (``checkpoint``,
@@ -46,10 +46,10 @@ from typing import Any, NamedTuple
 
 from faust.types import Message
 
-from stream_app import logs
 from stream_app.checkpointing.consumer import Consumer
 from stream_app.core.records import Outputs
-from stream_app.slices import Slices, let_go
+from stream_app.observability import logs
+from stream_app.runtime.slices import Slices, let_go
 from stream_app.state.sessions import Snapshot, TableSessions
 
 IN_FLIGHT = 4  # sealed batches being sent at once before the agent waits for the oldest
@@ -145,7 +145,7 @@ class Checkpoints:
         self.crash = crash
         self.interval = interval
         #: Called once a checkpoint's snapshot is on the changelogs, before its events are
-        #: acknowledged: the final records of the turns it closed (``stream_app/finals.py``).
+        #: acknowledged: the final records of the turns it closed (``worker/final_records.py``).
         self.after_write = after_write
         self.open = Batch()
         #: The first failure (``fail``, or an exception in a step): from then on nothing

@@ -110,12 +110,12 @@ from faust.transport.utils import DefaultSchedulingStrategy
 from faust.types import TP, Message
 from mode import ServiceT
 
-from stream_app import logs, metrics
-from stream_app.slices import Slices
+from stream_app.observability import logs, metrics
+from stream_app.runtime.slices import Slices
 from stream_app.state.tables import KeyPartitionedTable
 
 # At most this many records of a partition delivered as one (R8). The agent applies a run
-# without giving the event loop back, so a run is kept to about a slice (``slices.py``):
+# without giving the event loop back, so a run is kept to about a slice (``runtime/slices.py``):
 # longer runs add event-loop lag and no records a second (docs/benchmarks.md).
 RUN_RECORDS = 25
 # At most this many of a standby partition's records applied in one step (R13): a fetch of
@@ -378,7 +378,7 @@ class Consumer(faust_aiokafka.Consumer):
         Each delivery is awaited rather than raced against the flow's suspension in two
         tasks, as Faust's ``wait_first`` does per message (a tenth of a busy worker's CPU):
         a rebalance's seek reads again whatever it interrupts (R5, R7); and the loop is
-        given back between two runs (``slices.py``), as a delivery may give it back. A
+        given back between two runs (``runtime/slices.py``), as a delivery may give it back. A
         standby's records are gathered and applied, a lot at a time, before anything else
         is awaited (R13)."""
         ordered = self.app.topics.acks_enabled_for  # the agents' sources, not changelogs

@@ -3,7 +3,7 @@ or reads, with the class that defines it and the shape the project relies on.
 
 The at-least-once holes are closed by overriding Faust's internals (``consumer.py``,
 ``state/recovery.py``, ``state/tables.py``), the web server's limits by overriding
-aiohttp's (``web_server.py``). No release promises to keep any of them: a method renamed
+aiohttp's (``worker/web_server.py``). No release promises to keep any of them: a method renamed
 upstream would silently stop being overridden, and a changed signature or value would fail
 deep inside a rebalance. ``tests/checkpointing/test_pins.py`` checks each pin against the
 installed versions and fails naming it; it also reads ``stream_app/`` for private names of
@@ -51,7 +51,7 @@ CONSUMER_THREAD = "faust.transport.drivers.aiokafka.AIOKafkaConsumerThread"
 ROCKSDB_STORE = "faust.stores.rocksdb.Store"
 CHECKPOINTING = ("stream_app.checkpointing.consumer",)
 TABLES = ("stream_app.state.tables",)
-WEB_SERVER = ("stream_app.web_server",)
+WEB_SERVER = ("stream_app.worker.web_server",)
 
 PINS: tuple[Pin, ...] = (
     # -- Faust's consumer: delivery and commit bookkeeping (checkpointing/consumer.py) --
@@ -203,7 +203,7 @@ PINS: tuple[Pin, ...] = (
         ("stream_app.app",),
         callers=("faust.app.base.App.transport",),
     ),
-    # -- Faust's web driver and aiohttp's server (web_server.py) ------------------------
+    # -- Faust's web driver and aiohttp's server (worker/web_server.py) ------------------------
     Pin(
         "faust.web.drivers.aiohttp.Web",
         "_runner",
@@ -303,7 +303,7 @@ PINS: tuple[Pin, ...] = (
         "method",
         "(self)",
         "called: the aiokafka producer, to hand records over in record batches",
-        ("stream_app.record_batches",),
+        ("stream_app.broker.record_batches",),
     ),
     Pin(
         "aiokafka.producer.message_accumulator.BatchBuilder",
@@ -311,7 +311,7 @@ PINS: tuple[Pin, ...] = (
         "method",
         "(self)",
         "called: a record batch compressed as it is handed over, not in the sender's step",
-        ("stream_app.record_batches",),
+        ("stream_app.broker.record_batches",),
     ),
     Pin(
         "faust.stores.memory.Store",

@@ -1,8 +1,8 @@
 """What the core counts: one vocabulary for the worker's metrics and replay's summary.
 
 Each name is a ``str`` (a ``StrEnum``), so a count reads the same by member or by its text
-(``out.counts[Count.TURNS_EMITTED] == out.counts["turns_emitted"]``); ``metrics.py`` maps
-each member to its series once.
+(``out.counts[Count.TURNS_EMITTED] == out.counts["turns_emitted"]``);
+``observability/metrics.py`` maps each member to its series once.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class Count(StrEnum):
     RECORDS_DECISIONS = "records:decisions"
     SESSIONS_IN_STATE = "sessions_in_state"  # replay's, at its end
     # A record of <id>-sessions in a newer format than this worker's (another release's,
-    # during a rolling update): ignored, never a dead letter (worker.py, INTERNAL_FORMAT).
+    # during a rolling update): ignored, never a dead letter (worker/worker.py, INTERNAL_FORMAT).
     INTERNAL_NEWER = "internal_ignored:newer_version"
     # One member a dead-letter reason, DEAD_LETTER_<NAME> = "dead_letter:<value>", made from
     # ``Reason`` itself: a new reason is counted (and has its metric) with no edit here.

@@ -15,7 +15,7 @@ rendered again (``final_of``): the same bytes, since a turn's revision is render
 its state alone.
 
 Why the turn waits in the state: the worker writes a final record only once the
-checkpoint holding the closing is on the changelog (``stream_app/finals.py``). A crash
+checkpoint holding the closing is on the changelog (``worker/final_records.py``). A crash
 before then leaves no final record, and the records read again decide the closing afresh,
 in whatever order they come; a crash after it finds the closed turn in the state and
 writes the same record again. So a turn's final record is written once, and the only

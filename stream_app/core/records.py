@@ -231,7 +231,7 @@ class Outputs:
     turns: list[TurnRevision] = field(default_factory=list)
     dead_letters: list[DeadLetterDict] = field(default_factory=list)
     # Turns gone final, where the caller writes them as they come (replay); the worker
-    # writes them after the checkpoint that holds their closing (``stream_app/finals.py``).
+    # writes them after the checkpoint that holds their closing (``worker/final_records.py``).
     finals: list[FinalTurn] = field(default_factory=list)
     counts: Counter[Count] = field(default_factory=Counts)
     outcome: Outcome | None = None  # of the record this step consumed, if it consumed one

@@ -19,7 +19,7 @@ import logging
 import time
 from pathlib import Path
 
-from stream_app import logs
+from stream_app.observability import logs
 
 # RocksDB reports a database whose files do not read back as "Corruption: ..." (a CURRENT,
 # MANIFEST or table file that fails its checks), and one whose records name a file that

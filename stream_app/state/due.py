@@ -34,7 +34,7 @@ from faust.types import TP, EventT
 from stream_app.core import finality
 from stream_app.core.policy import Policy
 from stream_app.core.session import SessionState
-from stream_app.slices import Slices
+from stream_app.runtime.slices import Slices
 from stream_app.state import entries
 from stream_app.state.base import DUE_COUNTED
 from stream_app.state.entries import Head, StateFormatNewer, read_head
@@ -88,7 +88,7 @@ class IndexWrites:
 
 class IndexedSessions(TableSessions):
     """``TableSessions`` with the due index written beside the sessions (module docstring),
-    and the closed turns of each snapshot noted for ``stream_app/finals.py``, which writes
+    and the closed turns of each snapshot noted for ``worker/final_records.py``, which writes
     their final records once the snapshot is written."""
 
     def __init__(

@@ -27,7 +27,6 @@ from typing import Protocol
 
 import orjson
 
-from stream_app import logs, metrics
 from stream_app.core import expiry, jsonbytes
 from stream_app.core.expiry import due_at
 from stream_app.core.policy import Policy
@@ -35,7 +34,8 @@ from stream_app.core.records import turn_key
 from stream_app.core.session import SessionState
 from stream_app.core.waiting import DECISIONS, MESSAGES, WaitingSweep
 from stream_app.models.turn import TurnBodyDict
-from stream_app.slices import Slices, let_go
+from stream_app.observability import logs, metrics
+from stream_app.runtime.slices import Slices, let_go
 from stream_app.state import entries
 from stream_app.state.base import FinalKeys, SessionStore
 from stream_app.state.entries import StateFormatNewer, Value
@@ -416,7 +416,8 @@ class TableSessions(SessionStore):
         without its state is harmless: the record that wrote it finds itself there,
         ``core/collapse.first_copy``, and is applied again). What a head no longer names
         goes after it. Entries are serialized here, giving the event loop back every
-        ``SLICE_SECONDS`` (``slices.py``), so a checkpoint never holds up the agent for long."""
+        ``SLICE_SECONDS`` (``runtime/slices.py``), so a checkpoint never holds up the agent
+        for long."""
         pause = Slices()
         for key, value in snapshot.entries.items():
             await self.entries.put(key, self._fits(key, value))
@@ -497,7 +498,7 @@ class TableSessions(SessionStore):
     async def evict(self) -> None:
         """Drops the decoded states past ``LIVE_SESSIONS`` that are written, the least
         recently used first (``get`` moves a session to the end), giving the loop back
-        every slice (``slices.py``), as freeing thousands of decoded states with their turns
+        every slice (``runtime/slices.py``), as freeing thousands of decoded states with their turns
         and bodies in one step would hold it."""
         pause = Slices()
         for session_id in list(self._live):

@@ -20,8 +20,8 @@ from faust.tables.table import Table
 from faust.types import TP, Message, StoreT
 from yarl import URL
 
+from stream_app.broker.record_batches import RecordBatches, aiokafka_producer
 from stream_app.models.topics import partition_for
-from stream_app.record_batches import RecordBatches, aiokafka_producer
 from stream_app.state.damaged import damaged, move_aside
 
 # Faust opens each table partition's RocksDB with 64 MiB write buffers (three of them) and a
@@ -189,9 +189,9 @@ class KeyPartitionedTable(Table[bytes, bytes]):
 
     async def put(self, key: bytes, value: bytes | None) -> None:
         """Writes (``None``: deletes) a key, its changelog record appended to its
-        partition's record batch (``record_batches.py``), handed over at ``written``. The
-        store is written by partition, past Faust's serializers (raw: bytes stay bytes) and
-        key index (``RocksDBStore.write``).
+        partition's record batch (``broker/record_batches.py``), handed over at
+        ``written``. The store is written by partition, past Faust's serializers (raw:
+        bytes stay bytes) and key index (``RocksDBStore.write``).
 
         ``table[key] = value`` would queue the record in Faust's producer buffer, which a
         batch of writes fills: Faust's conductor then stops delivering records until the

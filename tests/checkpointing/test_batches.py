@@ -64,7 +64,7 @@ def test_a_sent_batch_lets_go_of_its_outputs_a_slice_at_a_time(
 ) -> None:
     # A thousand records' outputs (turn revisions and their bodies) freed in one step held
     # the event loop about 15 ms: they go one at a time, another task running between two.
-    import stream_app.slices as module
+    import stream_app.runtime.slices as module
 
     slices_of_nothing(monkeypatch, module)
 

@@ -13,9 +13,9 @@ import pytest
 from aiokafka.errors import UnknownTopicOrPartitionError
 from faust.types import TP
 
-from stream_app import metrics
 from stream_app.checkpointing import consumer as module
 from stream_app.checkpointing.consumer import Consumer, PartitionEndUnknown
+from stream_app.observability import metrics
 from tests.checkpointing.test_consumer import (
     TOPIC,
     Fetches,

@@ -7,8 +7,8 @@ import orjson
 
 from stream_app.core.policy import Policy
 from stream_app.core.records import SourceRecord
-from stream_app.pipeline import Pipeline
 from stream_app.state.memory import MemorySessions
+from stream_app.worker.pipeline import Pipeline
 from tests.factories import ORG, assistant, message
 
 T0 = 1_767_261_600.0

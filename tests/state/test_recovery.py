@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from faust.types import TP
 
-from stream_app.embedded_broker import EmbeddedBroker
+from stream_app.broker.embedded import EmbeddedBroker
 from stream_app.state.recovery import fetched_ends
 from tests.kafka_io import create_topics
 

@@ -13,9 +13,9 @@ import pytest
 
 from stream_app.core.policy import Policy
 from stream_app.core.session import SessionState
-from stream_app.pipeline import Pipeline
 from stream_app.state import entries
 from stream_app.state.sessions import Snapshot, TableSessions
+from stream_app.worker.pipeline import Pipeline
 from tests.event_loop import beside_another_task, slices_of_nothing
 from tests.factories import ORG, assistant, decision, message, tool_call
 
@@ -461,7 +461,7 @@ def test_a_settled_snapshot_is_let_go_a_slice_at_a_time(
     # and the entries and turns only they still named) was freed in one step: 28-34 ms
     # with the event loop held. Released, it goes a record at a time with the loop given
     # back between two, and the seal after it has nothing left to free.
-    import stream_app.slices as module
+    import stream_app.runtime.slices as module
 
     slices_of_nothing(monkeypatch, module)
     tables = fresh_tables()

@@ -15,8 +15,8 @@ import pytest
 import rocksdict
 from faust.types import TP
 
-from stream_app import logs
 from stream_app.models.topics import partition_for
+from stream_app.observability import logs
 from stream_app.state.tables import KeyPartitionedTable, RocksDBStore
 from tests.state.test_tables import table_of
 from tests.test_app import PARTITIONS as PIPELINE_PARTITIONS

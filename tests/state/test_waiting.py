@@ -12,13 +12,13 @@ import orjson
 import pytest
 from faust.types import Message
 
-from stream_app import logs, metrics
 from stream_app.checkpointing.batches import Batch
 from stream_app.core.policy import Policy
 from stream_app.core.records import SourceRecord
 from stream_app.core.waiting import NAMED, WaitingSweep
+from stream_app.observability import logs, metrics
 from stream_app.state import entries
-from stream_app.worker import SWEEP, TICK, Routing, Worker
+from stream_app.worker.worker import SWEEP, TICK, Routing, Worker
 from tests.factories import ORG, assistant, decision, message, tool_call
 from tests.finality_model import ModelWorker, Tables
 

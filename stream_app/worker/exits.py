@@ -31,7 +31,7 @@ from typing import Protocol
 
 import faust
 
-from stream_app import logs
+from stream_app.observability import logs
 
 CRASH_BOUND = 10.0  # seconds from a crash to the exit (promised: 15)
 STOP_BOUND = 15.0  # seconds from the start of a stop (SIGTERM) to the exit (promised: 20)

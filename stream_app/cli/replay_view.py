@@ -11,9 +11,9 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 from rich.table import Table
 
+from stream_app.cli.replay import accounted, replay
 from stream_app.config import Settings
-from stream_app.pipeline import Pipeline
-from stream_app.replay import accounted, replay
+from stream_app.worker.pipeline import Pipeline
 
 ROWS = [
     ("records:messages", "messages read"),

@@ -26,11 +26,11 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 from aiokafka.structs import ConsumerRecord
 
-from stream_app.clients import ClientOptions, client_options, close_consumer, no_broker
+from stream_app.broker.clients import ClientOptions, client_options, close_consumer, no_broker
 from stream_app.config import Settings
+from stream_app.console.wording import counted
 from stream_app.core.records import turns_line
 from stream_app.core.revisions import Latest, TurnRecord, read_headers
-from stream_app.text import counted
 
 CONNECT_TIMEOUT = 30.0  # seconds for the consumer to reach the cluster
 IDLE_TIMEOUT = 30.0  # seconds without a record or a fetch response before export gives up

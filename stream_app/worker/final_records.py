@@ -27,11 +27,11 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 
-from stream_app import metrics
 from stream_app.core import finality
 from stream_app.core.finality import WINDOW
 from stream_app.core.records import FinalTurn
-from stream_app.slices import Slices
+from stream_app.observability import metrics
+from stream_app.runtime.slices import Slices
 from stream_app.state.due import IndexedSessions
 from stream_app.state.sessions import Snapshot
 

@@ -13,7 +13,9 @@ completes (CPython issue 86296, fixed in 3.12), and tail would follow on, unstop
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import contextlib
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -24,12 +26,13 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 from aiokafka.structs import ConsumerRecord
 
-from stream_app.clients import close_consumer, no_broker, quiet_client_log
-from stream_app.config import KafkaOptions
+from stream_app.broker.clients import close_consumer, no_broker, quiet_client_log
+from stream_app.cli.arguments import BOOTSTRAP_HELP, Commands, bootstrap_argument
+from stream_app.config import KafkaOptions, load_settings
+from stream_app.console.wording import counted
 from stream_app.core.revisions import read_headers
 from stream_app.models.dead_letter import DeadLetterDict
 from stream_app.models.turn import TurnDict
-from stream_app.text import counted
 
 CONNECT_ATTEMPTS = 5
 FIRST_BACKOFF = 0.5  # seconds before the second attempt, doubled before each next one
@@ -258,3 +261,46 @@ def _print(
         out.write(describe(key, value, headers.revision if headers else None) + "\n")
     out.flush()
     return True
+
+
+def register(commands: Commands) -> None:
+    """The ``tail`` subcommand."""
+    tail = commands.add_parser(
+        "tail",
+        help="print turn revisions from the turn topic, until Ctrl-C",
+        description="Print the turn topic's revisions from its beginning (--new: from now on) "
+        "and follow it until Ctrl-C, or until --limit revisions. Exit status 0 then; 2, with "
+        "one line, when no broker answers after 5 attempts (about 8 s), the topic does not "
+        "exist, or the broker stops answering for 10 s while tailing.",
+    )
+    tail.add_argument("--json", action="store_true", help="JSON lines instead of text")
+    tail.add_argument("--new", action="store_true", help="only turns produced from now on")
+    tail.add_argument("--bootstrap", type=bootstrap_argument, help=BOOTSTRAP_HELP)
+    tail.add_argument("--topic", help="default: STREAM_APP_TOPIC_TURNS")
+    tail.add_argument(
+        "--dead-letters", action="store_true", help="print STREAM_APP_TOPIC_DLQ's records too"
+    )
+    tail.add_argument("--limit", type=int, help="stop after this many revisions")
+    tail.set_defaults(run=command)
+
+
+def command(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(
+                tail(
+                    args.bootstrap or settings.bootstrap_servers(),
+                    args.topic or settings.topic_turns,
+                    as_json=args.json,
+                    from_beginning=not args.new,
+                    limit=args.limit,
+                    options=settings.kafka_options(),
+                    dead_letters=settings.topic_dlq if args.dead_letters else None,
+                    say_following=sys.stderr.isatty(),
+                )
+            )
+    except TailError as exc:
+        print(f"stream-app tail: {exc}", file=sys.stderr)
+        return 2
+    return 0

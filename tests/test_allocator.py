@@ -1,11 +1,11 @@
-"""The worker's memory (``stream_app/heap.py``)."""
+"""The worker's memory (``stream_app/allocator.py``)."""
 
 from __future__ import annotations
 
 import gc
 import weakref
 
-from stream_app import heap
+from stream_app.runtime import allocator
 
 
 class _Node:
@@ -20,12 +20,12 @@ def test_a_cycle_frozen_at_a_checkpoint_is_collected_by_the_full_collection() ->
     a.other, b.other = b, a
     gone = weakref.ref(a)
     try:
-        heap.freeze_survivors()
+        allocator.freeze_survivors()
         assert gc.get_freeze_count() > 0
         del a, b
         gc.collect()
         assert gone() is not None  # frozen: out of the collector's reach
-        heap.collect_frozen()
+        allocator.collect_frozen()
         assert gone() is None
     finally:
         gc.unfreeze()

@@ -5,7 +5,7 @@ hash than Kafka's Java client, sends it on a detour: the worker re-keys it throu
 sessions topic, and records of one session on several partitions lose their order. And a
 record that breaks the contract is found only later, as a dead letter. So each line is:
 
-1. read as ``stream-app replay`` reads it (``replay.source_record``);
+1. read as ``stream-app replay`` reads it (``ingest/lines.source_record``);
 2. checked by the worker's own intake (``core/intake.py``: size, JSON, schema, limits,
    tenant), so a record refused here is exactly one the worker would dead-letter at intake;
 3. sent, with its original bytes, to ``STREAM_APP_TOPIC_MESSAGES`` or
@@ -35,14 +35,14 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 from aiokafka.structs import RecordMetadata
 
-from stream_app.clients import client_options, no_broker
+from stream_app.broker.clients import client_options, no_broker
 from stream_app.config import Settings
+from stream_app.console.wording import counted
 from stream_app.core.fields import near_misses
 from stream_app.core.intake import decode
 from stream_app.core.records import SessionMessage, TopicKind
+from stream_app.ingest.lines import source_record
 from stream_app.models.topics import partition_for
-from stream_app.replay import source_record
-from stream_app.text import counted
 
 CONNECT_TIMEOUT = 30.0  # seconds for the producer to reach the cluster
 IN_FLIGHT = 2000  # records sent but not yet acknowledged before publish waits for them

@@ -11,7 +11,7 @@ handed over in order, and the producer sends one batch of a partition at a time.
 A batch is compressed as it is handed over (``BatchBuilder._build``, which the producer's
 sender would otherwise call for every batch of a request in one step of the event loop,
 holding it for a whole checkpoint's changelog batches), the loop given back between two
-(``slices.py``). The producers of this app are never idempotent (at-least-once), which is
+(``runtime/slices.py``). The producers of this app are never idempotent (at-least-once), which is
 when aiokafka would still stamp a batch before building it.
 
 A batch of more than ``BUILT_ASIDE_BYTES`` is built in a thread of its own, while the loop
@@ -33,7 +33,7 @@ from aiokafka.producer.message_accumulator import BatchBuilder
 from aiokafka.structs import RecordMetadata
 from faust.types import TP, ProducerT
 
-from stream_app.slices import Slices
+from stream_app.runtime.slices import Slices
 
 # Batches past this size are built in ``_BUILDER``'s thread: below it, handing one to the
 # thread and back costs more than the compression it saves the loop (docs/benchmarks.md).

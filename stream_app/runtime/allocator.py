@@ -62,3 +62,17 @@ def collect_frozen() -> None:
     gc.collect()
     gc.freeze()
     _full["at"] = time.monotonic()
+
+
+def tune_gc() -> None:
+    """Collect garbage less often than CPython's default, which suits small scripts.
+
+    Session state is many long-lived objects, and Kafka clients allocate many short-lived
+    ones: with the default thresholds the collector walks the state again and again. A young
+    generation of 10,000 collects seldom enough for that walk to stop costing throughput,
+    and keeps each collection short; a larger one only lengthens the pauses
+    (``docs/benchmarks.md``).
+    """
+    gc.collect()
+    gc.freeze()  # what start-up loaded is never garbage
+    gc.set_threshold(10_000, 50, 100)

@@ -19,7 +19,7 @@ process has file descriptors; past them, ``/health`` goes unanswered. Here:
 
 Both limits are logged once at start-up (``web_connections``). ``WEB`` is the ``web``
 setting that makes Faust use this driver; :class:`Runner` serves the waiting probes of
-``reachability.py`` the same way.
+``worker/reachability.py`` the same way.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from faust.types import AppT
 from faust.web import drivers
 from faust.web.drivers import aiohttp as faust_aiohttp
 
-from stream_app import logs
+from stream_app.observability import logs
 
 HEADER_TIMEOUT = 10.0  # seconds from opening to a request's complete headers
 KEEPALIVE_TIMEOUT = 75.0  # seconds from an answer to the next request's complete headers

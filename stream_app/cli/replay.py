@@ -7,15 +7,20 @@ partition whose offsets are their 0-based line numbers.
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from operator import itemgetter
+from pathlib import Path
 from typing import IO
 
 import orjson
 
-from stream_app import heap
-from stream_app.config import Settings
+from stream_app.cli.arguments import Commands
+from stream_app.config import Settings, load_settings
+from stream_app.console.wording import counted, named, unclosed_warning
 from stream_app.core.counts import Count
 from stream_app.core.dead_letter import dead_letter, rejected
 from stream_app.core.records import (
@@ -24,82 +29,16 @@ from stream_app.core.records import (
     SourceRecord,
     turns_line,
 )
+from stream_app.ingest.lines import read_line
 from stream_app.models.dead_letter import Reason
-from stream_app.models.json_types import Json
-from stream_app.pipeline import Pipeline
+from stream_app.runtime import allocator
+from stream_app.runtime.allocator import tune_gc
 from stream_app.state.base import SessionStore
 from stream_app.state.memory import MemorySessions
-from stream_app.text import counted, named, unclosed_warning
+from stream_app.worker.pipeline import Pipeline
 
 REPLAY_INPUT_TOPIC = "replay-input"  # source_topic of a line that is not a record at all
-FREEZE_EVERY = 1_000  # records between two freezes of what the replay holds (heap.py)
-
-
-def record_value(value: Json) -> bytes:
-    """A replay line's ``value`` as record bytes: a string is the raw value, else its JSON."""
-    if isinstance(value, str):
-        return value.encode()
-    try:
-        return orjson.dumps(value)
-    except orjson.JSONEncodeError:  # nested past orjson's 255 levels: the core rejects it
-        return _dumps_deep(value)
-
-
-def _dumps_deep(value: Json) -> bytes:
-    """JSON of a value nested deeper than orjson writes, without recursion."""
-    out: list[bytes] = []
-    stack: list[Json | bytes] = [value]  # JSON values, and bytes to write as they are
-    while stack:
-        item = stack.pop()
-        if isinstance(item, bytes):
-            out.append(item)
-        elif isinstance(item, dict):
-            out.append(b"{")
-            stack.append(b"}")
-            entries = list(item.items())
-            for i in range(len(entries) - 1, -1, -1):
-                stack.extend((entries[i][1], orjson.dumps(entries[i][0]) + b":"))
-                if i:
-                    stack.append(b",")
-        elif isinstance(item, list):
-            out.append(b"[")
-            stack.append(b"]")
-            for i in range(len(item) - 1, -1, -1):
-                stack.append(item[i])
-                if i:
-                    stack.append(b",")
-        else:
-            out.append(orjson.dumps(item))
-    return b"".join(out)
-
-
-def source_record(line: bytes, offset: int, settings: Settings) -> SourceRecord | str:
-    """The line as a source record, or why it is not one (``stream-app publish`` reads
-    its input with this too, so both take the same lines)."""
-    read = _read(line, offset, settings)
-    return read if isinstance(read, str) else read[0]
-
-
-def _read(line: bytes, offset: int, settings: Settings) -> tuple[SourceRecord, Json] | str:
-    """The line's record and its value as parsed with the line (the core need not parse
-    the value again: ``Pipeline.process``), or why it is not a record."""
-    try:
-        doc = orjson.loads(line)
-    except orjson.JSONDecodeError as exc:
-        return f"line is not JSON: {exc}"
-    if not isinstance(doc, dict) or doc.get("topic") not in ("messages", "decisions"):
-        return 'topic: must be "messages" or "decisions"'
-    key, value = doc.get("key"), doc.get("value")
-    if key is not None and not isinstance(key, str):
-        return "key: must be a string or null"
-    if "value" not in doc:
-        return "value: is required"
-    raw = record_value(value)
-    kind = doc["topic"]
-    record = SourceRecord(
-        kind, settings.topic_of(kind), 0, offset, None if key is None else key.encode(), raw
-    )
-    return record, value
+FREEZE_EVERY = 1_000  # records between two freezes of what the replay holds (runtime/allocator.py)
 
 
 _READ = {"messages": Count.RECORDS_MESSAGES, "decisions": Count.RECORDS_DECISIONS}
@@ -159,7 +98,7 @@ def records(
     for offset, line in enumerate(lines):
         if not line or line.isspace():
             continue
-        read = _read(line, offset, settings)
+        read = read_line(line, offset, settings)
         if isinstance(read, str):
             bad = SourceRecord("messages", REPLAY_INPUT_TOPIC, 0, offset, None, line.rstrip(b"\n"))
             reason = Reason.INVALID_JSON if read.startswith("line is not") else Reason.SCHEMA
@@ -257,7 +196,7 @@ def replay(
 
     for n, out in enumerate(records(lines, settings, pipeline, ledger), 1):
         if n % FREEZE_EVERY == 0:
-            heap.freeze_survivors()  # the state built so far: the collector walks it no more
+            allocator.freeze_survivors()  # the state built so far: the collector walks it no more
         written(out)
     if finals is not None and final is not None:
         written(end_sessions(pipeline))
@@ -356,3 +295,60 @@ def equation(counts: Counter[str]) -> str:
     if missing:  # a record in no output and no count: a bug, said rather than hidden
         said = said.replace(" = ", " != ", 1) + f" ({missing} unaccounted for)"
     return said
+
+
+def register(commands: Commands) -> None:
+    """The ``replay`` subcommand."""
+    replay = commands.add_parser(
+        "replay",
+        help="run the pipeline over a JSON-lines file, with no broker",
+        description="Run the pipeline over a replay-format file (one "
+        '{"topic": "messages"|"decisions", "key": ..., "value": ...} object per line), with '
+        "no broker: turn revisions go to --out, dead letters to --dlq, and a summary of the "
+        "counts to stderr. Exit status 0 when the input was read (dead letters are not "
+        "failures); 2, with one line, when a file cannot be read or written.",
+    )
+    replay.add_argument("input", help="input records, one JSON object per line")
+    replay.add_argument("--out", required=True, help="where to write turn revisions")
+    replay.add_argument("--dlq", required=True, help="where to write dead letters")
+    replay.add_argument(
+        "--final-out",
+        help="where to write each turn once, its latest revision, at the end of the input "
+        "(TURNS lines, in the order the turns were first emitted)",
+    )
+    replay.add_argument("--org-id", help="the deployment's org id (default: STREAM_APP_ORG_ID)")
+    replay.set_defaults(run=command)
+
+
+def command(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    tune_gc()
+    if args.org_id is not None:
+        settings = settings.model_copy(update={"org_id": args.org_id})
+    try:
+        source = Path(args.input).open("rb")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        print(f"stream-app replay: cannot read {args.input}: {exc.strerror}", file=sys.stderr)
+        return 2
+    pipeline = Pipeline(settings.policy(), MemorySessions())
+    try:
+        with contextlib.ExitStack() as files:
+            files.enter_context(source)
+            turns = files.enter_context(open(args.out, "wb"))
+            dlq = files.enter_context(open(args.dlq, "wb"))
+            final = None
+            if args.final_out is not None:
+                final = files.enter_context(open(args.final_out, "wb"))
+            if sys.stderr.isatty():
+                from stream_app.cli.replay_view import replay_with_progress
+
+                replay_with_progress(source, settings, turns, dlq, pipeline, final)
+            else:
+                counts = replay(source, settings, turns, dlq, pipeline, final)
+                print(summary(counts), file=sys.stderr)
+    except OSError as exc:
+        print(f"stream-app replay: {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return 2
+    for warning in unfinished(pipeline.store):
+        print(f"stream-app replay: warning: {warning}", file=sys.stderr)
+    return 0

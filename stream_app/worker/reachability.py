@@ -20,7 +20,8 @@ from aiohttp import web
 from aiokafka import AIOKafkaClient
 from aiokafka.errors import KafkaError
 
-from stream_app import logs, web_server
+from stream_app.observability import logs
+from stream_app.worker import web_server
 
 FIRST_BACKOFF = 0.5  # seconds before the second attempt, doubled before each next one
 MAX_BACKOFF = 30.0

@@ -18,7 +18,8 @@ from typing import IO, Any, Literal, Protocol, TypedDict, cast
 
 import orjson
 
-from stream_app.datasets import (
+from stream_app.console.wording import counted
+from stream_app.datasets.formats import (
     Format,
     Options,
     Record,
@@ -32,7 +33,6 @@ from stream_app.datasets import (
     split_of,
     turn_key,
 )
-from stream_app.text import counted
 
 MANIFEST_VERSION: Literal[1] = 1
 PARQUET_ROWS = 1_000  # rows of one Parquet row group

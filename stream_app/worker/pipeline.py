@@ -3,7 +3,7 @@
 Turns that close (``core/finality.py``) are written at once when ``finals_now`` (replay,
 the tests: their final records in ``Outputs.finals``, the turns dropped); the worker keeps
 them in the state until the checkpoint that holds their closing is written
-(``stream_app/finals.py``).
+(``worker/final_records.py``).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from typing import Literal, cast
 import orjson
 from faust.types import TP, Message, ProducerT, RecordMetadata
 
-from stream_app import logs, metrics
+from stream_app.broker.record_batches import RecordBatches, aiokafka_producer
 from stream_app.checkpointing.batches import Batch, Emitted, Forward
 from stream_app.core.counts import Count, Counts
 from stream_app.core.dead_letter import original_key, rejected
@@ -38,11 +38,11 @@ from stream_app.core.records import (
 from stream_app.core.waiting import HINTS, WaitingSweep
 from stream_app.models.dead_letter import Reason
 from stream_app.models.topics import partition_for
-from stream_app.pipeline import Pipeline
-from stream_app.record_batches import RecordBatches, aiokafka_producer
-from stream_app.slices import Slices
+from stream_app.observability import logs, metrics
+from stream_app.runtime.slices import Slices
 from stream_app.state.entries import STATE_FORMAT, StateFormatNewer
 from stream_app.state.sessions import TableSessions
+from stream_app.worker.pipeline import Pipeline
 
 # What workers write to <id>-sessions for each other (the leader's SWEEP and TICK, inputs
 # forwarded to their session's owner: ``records.dump_input``) is in a format, named by the
@@ -361,9 +361,10 @@ def _rejected(msg: Message, problem: str) -> Outputs:
 class Outbox:
     """Ships a batch's emissions and forwarded inputs, and counts them once they are in.
 
-    Turn revisions and forwarded inputs go in record batches (``record_batches.py``), one
-    acknowledgement a batch; dead letters, few and keyed by whatever the producer sent,
-    one at a time through Faust's producer, which picks their partition."""
+    Turn revisions and forwarded inputs go in record batches
+    (``broker/record_batches.py``), one acknowledgement a batch; dead letters, few and
+    keyed by whatever the producer sent, one at a time through Faust's producer, which
+    picks their partition."""
 
     def __init__(
         self,
@@ -383,7 +384,7 @@ class Outbox:
 
     async def send_finals(self, finals: list[FinalTurn]) -> None:
         """Hands final records to the producer, each to its session's partition of the final
-        topic, and returns once the broker has them all (``stream_app/finals.py``)."""
+        topic, and returns once the broker has them all (``worker/final_records.py``)."""
         assert self.final_topic is not None
         partitions, pause = self.routing.partitions, Slices()
         for final in finals:

@@ -1,0 +1,1 @@
+"""The ``stream-app`` command, one module per subcommand."""

@@ -1,0 +1,1 @@
+"""What the commands print on a terminal: progress and summary wording."""

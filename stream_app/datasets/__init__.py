@@ -1,0 +1,1 @@
+"""Turns read from a file or the final topic, written as datasets."""

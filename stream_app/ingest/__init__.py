@@ -1,0 +1,1 @@
+"""The input side: lines checked and published as the worker's intake wants them."""

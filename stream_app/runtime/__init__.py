@@ -1,0 +1,1 @@
+"""What every long-running part shares with the event loop and the allocator."""
