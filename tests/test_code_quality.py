@@ -95,6 +95,64 @@ def test_no_two_packages_import_each_other() -> None:
     assert not cycles, "packages that import each other: " + ", ".join(cycles)
 
 
+# What each room may import (docs/internals.md's map): rooms below it, never above.
+# ``stream_app`` itself (``release()``) is every room's.
+ROOMS_IMPORT = {
+    "models": set(),
+    "core": {"models"},
+    "config": {"core"},
+    "console": set(),
+    "observability": {"core", "models"},
+    "runtime": set(),
+    "broker": {"config", "runtime"},
+    "state": {"core", "models", "observability", "runtime", "broker"},
+    "checkpointing": {"core", "observability", "runtime", "state"},
+    "ingest": {"core", "models", "config", "broker", "console"},
+    "datasets": {"core", "models", "config", "broker", "console"},
+    "worker": {
+        "core",
+        "models",
+        "config",
+        "observability",
+        "runtime",
+        "broker",
+        "state",
+        "checkpointing",
+        "ingest",
+    },
+    "app": {
+        "core",
+        "models",
+        "config",
+        "observability",
+        "runtime",
+        "broker",
+        "state",
+        "checkpointing",
+        "ingest",
+        "worker",
+    },
+}
+
+
+def test_each_room_imports_only_the_rooms_below_it() -> None:
+    """The rooms form layers: a room that reaches up (the core into ``state``, ``state``
+    into the worker) is a change of design, made here and in internals.md first. ``cli``,
+    the top, may import any room."""
+    modules = _modules()
+    reaching: list[str] = []
+    for name, tree in modules.items():
+        room = _unit(name).removeprefix("stream_app.")
+        if room not in ROOMS_IMPORT:
+            assert room in {"stream_app", "cli", "__main__"}, f"{room}: a room not in the map"
+            continue
+        for target in _imports(tree, set(modules)):
+            other = _unit(target).removeprefix("stream_app.")
+            if other not in (room, "stream_app") and other not in ROOMS_IMPORT[room]:
+                reaching.append(f"{name} imports {target}")
+    assert not reaching, "imports against the rooms' layers: " + "; ".join(reaching)
+
+
 def test_no_duplicate_class_names() -> None:
     """One name, one class: a reader (or a grep) that finds a name finds the class."""
     where: dict[str, list[str]] = {}
