@@ -18,6 +18,14 @@ from stream_app.core.collapse import codex_sibling, natural_key
 from stream_app.core.counts import Count
 from stream_app.core.dead_letter import rejected
 from stream_app.core.fields import describe
+from stream_app.core.inference_message import (
+    MessageFields,
+    derived_form,
+    identity,
+    inference_call_id,
+    inference_message,
+    redacted_event,
+)
 from stream_app.core.limits import (
     INT64_MAX,
     INT64_MIN,
@@ -41,14 +49,6 @@ from stream_app.core.records import (
 )
 from stream_app.core.redaction import redact, redact_text
 from stream_app.core.tenant import normalize_org
-from stream_app.core.translate import (
-    MessageFields,
-    derived_form,
-    identity,
-    inference_call_id,
-    inference_message,
-    redacted_event,
-)
 from stream_app.models.dead_letter import Reason
 from stream_app.models.decision import DecisionDict, DecisionPayload
 from stream_app.models.json_types import Json, JsonObject
