@@ -165,3 +165,11 @@ def test_recovery_protocol_matches_the_consumer() -> None:
         assert inspect.iscoroutinefunction(found) == inspect.iscoroutinefunction(wanted), name
         arity = [len(inspect.signature(f).parameters) for f in (wanted, found)]
         assert arity[0] == arity[1], f"Consumer.{name} takes other arguments than recovery's"
+
+
+def test_the_top_of_the_package_is_its_entry_points() -> None:
+    """A module belongs in a room (``ROOMS_IMPORT``); the top keeps the entry points only:
+    the package, ``python -m stream_app``, the settings and the Faust page (``faust -A
+    stream_app.app worker``)."""
+    top = {path.name for path in PACKAGE.glob("*.py")}
+    assert top == {"__init__.py", "__main__.py", "config.py", "app.py"}
