@@ -129,6 +129,11 @@ def attributes_json(attributes: Iterable[KeyValue], depth: int = 0) -> JsonObjec
     return {kv.key: value_json(kv.value, depth) for kv in attributes}
 
 
+def attribute_map(attributes: Iterable[KeyValue]) -> dict[str, AnyValue]:
+    """Attributes by key (a repeated key: the last one), to look several up."""
+    return {kv.key: kv.value for kv in attributes}
+
+
 def attribute(attributes: Iterable[KeyValue], key: str) -> AnyValue | None:
     """The value of a key (the last, when repeated)."""
     found = None

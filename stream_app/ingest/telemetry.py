@@ -27,20 +27,19 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import NamedTuple
 
 import orjson
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeLogs
 
 from stream_app.core.intake import decode as intake_decode
 from stream_app.core.policy import Policy
-from stream_app.core.records import SourceRecord
-from stream_app.core.redaction import redact
+from stream_app.core.records import SessionDecision, SourceRecord
 from stream_app.ingest import otlp
 from stream_app.models.decision import AgentHarness, InteractionMode
 from stream_app.models.json_types import JsonObject
@@ -77,7 +76,9 @@ _CODEX_VERDICTS = {"approved": True, "approved_for_session": True, "denied": Fal
 _COPILOT_OUTCOMES = {"accepted": True, "rejected": False}
 _BOOLEAN_TEXT = {"true": True, "false": False}
 
-_Attributes = Iterable[KeyValue]
+_Attributes = Mapping[
+    str, AnyValue
+]  # a record's or a resource's, by key (the last of a repeated key)
 
 # Where each agent puts the session id, in order (the log record's attributes first, then
 # its resource's), the user, the call, the file.
@@ -167,7 +168,7 @@ def translate(request: ExportLogsServiceRequest, policy: Policy) -> Translation:
     """Each log record of ``request``, in order (see the module's docstring)."""
     out = Translation()
     for resource_logs in request.resource_logs:
-        resource = resource_logs.resource.attributes
+        resource = otlp.attribute_map(resource_logs.resource.attributes)
         for scope_logs in resource_logs.scope_logs:
             for record in scope_logs.log_records:
                 out.add(_outcome(resource_logs, scope_logs, record, resource, policy))
@@ -178,19 +179,18 @@ def log_record_count(request: ExportLogsServiceRequest) -> int:
     return sum(len(scope.log_records) for rl in request.resource_logs for scope in rl.scope_logs)
 
 
-def event_name(record: LogRecord, resource: _Attributes) -> str:
+def event_name(record: LogRecord, attributes: _Attributes, resource: _Attributes) -> str:
     """The event a log record reports: a decision event's full name when it is one, else
     the most telling name it has (its body's, as Claude Code writes ``claude_code.*``
     there, then ``event_name``, then ``event.name``), or :data:`UNNAMED`."""
     named = record.event_name
-    attr = _text(otlp.attribute(record.attributes, "event.name"))
+    attr = _text(attributes.get("event.name"))
     body = record.body.string_value if record.body.WhichOneof("value") == "string_value" else ""
     for name in (named, attr, body):
         if name in HARNESS:
             return name
     if _CLAUDE_SHORT in (named, attr) and (
-        body.startswith("claude_code.")
-        or _text(otlp.attribute(resource, "service.name")) == _CLAUDE_SERVICE
+        body.startswith("claude_code.") or _text(resource.get("service.name")) == _CLAUDE_SERVICE
     ):
         return CLAUDE_CODE
     if body and len(body) <= MAX_EVENT_NAME and "." in body and not any(c.isspace() for c in body):
@@ -208,11 +208,12 @@ def _outcome(
 ) -> Outcome:
     name = UNNAMED
     try:
-        name = event_name(record, resource)
+        attributes = otlp.attribute_map(record.attributes)
+        name = event_name(record, attributes, resource)
         harness = HARNESS.get(name)
         if harness is None:
             return Ignored(name)
-        return _decision(name, harness, record, resource, policy)
+        return _decision(name, harness, record, attributes, resource, policy)
     except _Refused as exc:
         return Untranslatable(name, str(exc), _alone(resource_logs, scope_logs, record))
     except Exception as exc:  # no log record stops the worker: it is a dead letter instead
@@ -221,9 +222,13 @@ def _outcome(
 
 
 def _decision(
-    name: str, harness: AgentHarness, record: LogRecord, resource: _Attributes, policy: Policy
+    name: str,
+    harness: AgentHarness,
+    record: LogRecord,
+    attributes: _Attributes,
+    resource: _Attributes,
+    policy: Policy,
 ) -> Translated:
-    attributes = record.attributes
     session_id = _first(attributes, resource, _SESSION_KEYS[harness])
     if session_id is None:
         keys = " or ".join(_SESSION_KEYS[harness])
@@ -244,26 +249,26 @@ def _decision(
         "explicit": explicit,
         "interaction_mode": mode,
         "commit_sha": None,
-        "call_id": _text(otlp.attribute(attributes, _CALL_KEYS[harness])) or None,
+        "call_id": _text(attributes.get(_CALL_KEYS[harness])) or None,
         "edit_retention_score": score,
         "observation_delay_ms": delay,
-        "occurred_at": _occurred_at(record),
-        "raw": redact(otlp.attributes_json(attributes)),
+        "occurred_at": _occurred_at(record, attributes),
+        "raw": otlp.attributes_json(record.attributes),
     }
-    value = orjson.dumps(decision)
-    _check(value, session_id, policy)
-    return Translated(harness, name, session_id, decision, value)
+    # The intake redacts ``raw`` as it checks the decision: its copy is the one sent.
+    decision["raw"] = _checked_raw(orjson.dumps(decision), session_id, policy)
+    return Translated(harness, name, session_id, decision, orjson.dumps(decision))
 
 
 def _verdict(name: str, attributes: _Attributes) -> tuple[bool, bool, InteractionMode]:
     """``accepted``, ``explicit`` (a person's gesture) and the interaction mode."""
     if name == CLAUDE_CODE:
         accepted = _lookup(attributes, "decision", _CLAUDE_VERDICTS)
-        source = _text(otlp.attribute(attributes, "source"))
+        source = _text(attributes.get("source"))
         return accepted, source.startswith("user_"), "agent"
     if name == CODEX:
         accepted = _lookup(attributes, "decision", _CODEX_VERDICTS)
-        source = _text(otlp.attribute(attributes, "source")).lower()
+        source = _text(attributes.get("source")).lower()
         return accepted, source == "user", "agent"
     if name == COPILOT_FEEDBACK:
         return _lookup(attributes, "outcome", _COPILOT_OUTCOMES), True, "agent"
@@ -275,7 +280,7 @@ def _verdict(name: str, attributes: _Attributes) -> tuple[bool, bool, Interactio
 
 
 def _lookup(attributes: _Attributes, key: str, verdicts: dict[str, bool]) -> bool:
-    given = _text(otlp.attribute(attributes, key))
+    given = _text(attributes.get(key))
     verdict = verdicts.get(given.lower())
     if verdict is None:
         known = ", ".join(verdicts)
@@ -285,7 +290,7 @@ def _lookup(attributes: _Attributes, key: str, verdicts: dict[str, bool]) -> boo
 
 
 def _accepted_flag(attributes: _Attributes) -> bool:
-    value = otlp.attribute(attributes, "accepted")
+    value = attributes.get("accepted")
     if value is not None:
         kind = value.WhichOneof("value")
         if kind == "bool_value":
@@ -300,7 +305,7 @@ def _accepted_flag(attributes: _Attributes) -> bool:
 def _survival(attributes: _Attributes) -> tuple[float, int | None]:
     score: float | None = None
     for key in _SURVIVAL_SCORES:
-        number = _number(otlp.attribute(attributes, key))
+        number = _number(attributes.get(key))
         if number is not None:
             if not 0.0 <= number <= 1.0:
                 raise _Refused(f"{key}: {number} is not a rate in [0, 1]")
@@ -308,7 +313,7 @@ def _survival(attributes: _Attributes) -> tuple[float, int | None]:
             break
     if score is None:
         raise _Refused(f"{' or '.join(_SURVIVAL_SCORES)}: missing (a survival needs its rate)")
-    delay = _number(otlp.attribute(attributes, _SURVIVAL_DELAY))
+    delay = _number(attributes.get(_SURVIVAL_DELAY))
     if delay is None:
         return score, None
     if delay < 0 or delay != int(delay):
@@ -337,9 +342,9 @@ def _file_path(harness: AgentHarness, attributes: _Attributes) -> str:
     """The edited file, where the agent says it: Copilot in an attribute, Claude Code in
     ``tool_parameters`` (a JSON object, sent with ``OTEL_LOG_TOOL_DETAILS=1``); else ""."""
     if harness == "copilot":
-        return _text(otlp.attribute(attributes, _COPILOT_PATH))
+        return _text(attributes.get(_COPILOT_PATH))
     if harness == "claude-code":
-        parameters = _text(otlp.attribute(attributes, "tool_parameters"))
+        parameters = _text(attributes.get("tool_parameters"))
         if parameters.startswith("{"):
             try:
                 doc = orjson.loads(parameters)
@@ -353,10 +358,10 @@ def _file_path(harness: AgentHarness, attributes: _Attributes) -> str:
     return ""
 
 
-def _occurred_at(record: LogRecord) -> str:
+def _occurred_at(record: LogRecord, attributes: _Attributes) -> str:
     """The event's time: Claude Code's and Codex's ``event.timestamp`` when it is an RFC
     3339 date-time, else the record's time, else (a time of 0: Codex) its observed time."""
-    stamped = _text(otlp.attribute(record.attributes, "event.timestamp"))
+    stamped = _text(attributes.get("event.timestamp"))
     if stamped and is_datetime(stamped):
         return stamped
     nanos = record.time_unix_nano or record.observed_time_unix_nano
@@ -385,20 +390,22 @@ def _decision_id(harness: AgentHarness, session_id: str, record: LogRecord) -> s
     return f"otlp-{digest.hexdigest()}"
 
 
-def _check(value: bytes, session_id: str, policy: Policy) -> None:
-    """The decision as the decisions topic will read it: the worker's intake must take it."""
+def _checked_raw(value: bytes, session_id: str, policy: Policy) -> JsonObject:
+    """The decision as the decisions topic will read it: the worker's intake must take it;
+    its ``raw`` as the intake redacted it (Basic redaction, SPEC §3)."""
     record = SourceRecord("decisions", "telemetry", 0, 0, session_id.encode(), value)
     item, outputs = intake_decode(record, policy, 0.0)
-    if item is None:
+    if not isinstance(item, SessionDecision):
         letter = outputs.dead_letters[0] if outputs.dead_letters else None
         error = letter["error"] if letter is not None else "refused by intake"
         raise _Refused(f"the decision it makes is refused: {error}")
+    return item.decision["raw"]
 
 
 def _first(attributes: _Attributes, resource: _Attributes, keys: tuple[str, ...]) -> str | None:
     for where in (attributes, resource):
         for key in keys:
-            text = _text(otlp.attribute(where, key))
+            text = _text(where.get(key))
             if text:
                 return text
     return None
