@@ -37,17 +37,19 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeLogs
 
+from stream_app.core.inputs import DECISIONS
 from stream_app.core.intake import decode as intake_decode
 from stream_app.core.policy import Policy
 from stream_app.core.records import SessionDecision, SourceRecord
 from stream_app.ingest import otlp
+from stream_app.models.dead_letter import Reason
 from stream_app.models.decision import AgentHarness, InteractionMode
 from stream_app.models.json_types import JsonObject
 from stream_app.models.timestamps import is_datetime
 
 # The dead-letter reasons of SPEC §10.
-UNTRANSLATABLE = "untranslatable_telemetry"
-INVALID_OTLP = "invalid_otlp"
+UNTRANSLATABLE = Reason.UNTRANSLATABLE_TELEMETRY
+INVALID_OTLP = Reason.INVALID_OTLP
 
 # The decision events, by the full name each agent gives it (docs/records.md has a table
 # per agent). Claude Code names the event ``tool_decision`` in ``event.name`` and in full
@@ -393,7 +395,7 @@ def _decision_id(harness: AgentHarness, session_id: str, record: LogRecord) -> s
 def _checked_raw(value: bytes, session_id: str, policy: Policy) -> JsonObject:
     """The decision as the decisions topic will read it: the worker's intake must take it;
     its ``raw`` as the intake redacted it (Basic redaction, SPEC §3)."""
-    record = SourceRecord("decisions", "telemetry", 0, 0, session_id.encode(), value)
+    record = SourceRecord(DECISIONS.name, "telemetry", 0, 0, session_id.encode(), value)
     item, outputs = intake_decode(record, policy, 0.0)
     if not isinstance(item, SessionDecision):
         letter = outputs.dead_letters[0] if outputs.dead_letters else None

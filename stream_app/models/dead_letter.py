@@ -25,6 +25,10 @@ class Reason(StrEnum):
     TURN_TOO_LARGE = "turn_too_large"
     SESSION_LIMIT = "session_limit"
     PROCESSING_ERROR = "processing_error"
+    # The agents' telemetry (SPEC §10): a decision event that cannot become a decision, and a
+    # telemetry record that is not an OTLP ExportLogsServiceRequest.
+    UNTRANSLATABLE_TELEMETRY = "untranslatable_telemetry"
+    INVALID_OTLP = "invalid_otlp"
 
 
 Encoding = Literal["utf-8", "base64"]  # of a dead letter's key and value
