@@ -37,10 +37,10 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeLogs
 
-from stream_app.core.inputs import DECISIONS
+from stream_app.core.dead_letter import rejected
 from stream_app.core.intake import decode as intake_decode
 from stream_app.core.policy import Policy
-from stream_app.core.records import SessionDecision, SourceRecord
+from stream_app.core.records import Origin, Outputs, SessionDecision, SourceRecord
 from stream_app.ingest import otlp
 from stream_app.models.dead_letter import Reason
 from stream_app.models.decision import AgentHarness, InteractionMode
@@ -175,6 +175,34 @@ def translate(request: ExportLogsServiceRequest, policy: Policy) -> Translation:
             for record in scope_logs.log_records:
                 out.add(_outcome(resource_logs, scope_logs, record, resource, policy))
     return out
+
+
+class Step(NamedTuple):
+    """A telemetry record's work: its translation, and ``out``, the dead letters of the log
+    records it could not translate (or of the record, when it is no request), counted."""
+
+    translation: Translation
+    out: Outputs
+
+
+def step(record: SourceRecord, policy: Policy, now: float) -> Step:
+    """A telemetry topic's record (or a replay line's) translated, and its dead letters: an
+    ``untranslatable_telemetry`` one per log record that could not be, carrying that record
+    alone; one ``invalid_otlp`` for a value that is no request. Never raises."""
+    if record.value is None:
+        out = rejected(Origin.of(record), INVALID_OTLP, "no value (a tombstone)", now)
+        return Step(Translation(), out)
+    try:
+        translation = translate_value(record.value, policy)
+    except otlp.InvalidOtlp as exc:
+        return Step(Translation(), rejected(Origin.of(record), INVALID_OTLP, str(exc), now))
+    out = Outputs()
+    for outcome in translation.outcomes:
+        if isinstance(outcome, Untranslatable):
+            origin = Origin.of(record, outcome.record)
+            error = f"{outcome.event}: {outcome.error}"
+            out.extend(rejected(origin, UNTRANSLATABLE, error, now))
+    return Step(translation, out)
 
 
 def log_record_count(request: ExportLogsServiceRequest) -> int:
@@ -395,7 +423,7 @@ def _decision_id(harness: AgentHarness, session_id: str, record: LogRecord) -> s
 def _checked_raw(value: bytes, session_id: str, policy: Policy) -> JsonObject:
     """The decision as the decisions topic will read it: the worker's intake must take it;
     its ``raw`` as the intake redacted it (Basic redaction, SPEC §3)."""
-    record = SourceRecord(DECISIONS.name, "telemetry", 0, 0, session_id.encode(), value)
+    record = SourceRecord("decisions", "telemetry", 0, 0, session_id.encode(), value)
     item, outputs = intake_decode(record, policy, 0.0)
     if not isinstance(item, SessionDecision):
         letter = outputs.dead_letters[0] if outputs.dead_letters else None

@@ -308,3 +308,32 @@ def test_any_split_gives_the_same_decisions(
         split.extend(translate_value(value, POLICY).outcomes)
     assert split == whole
     assert len(whole) == len(records)
+
+
+def test_step_dead_letters_name_the_event_and_carry_the_record_alone() -> None:
+    from stream_app.ingest.telemetry import step
+    from stream_app.models.dead_letter import DeadLetter
+
+    value = request([claude_code(), claude_code(decision="maybe"), claude_api_request()])
+    source = SourceRecord("decisions", "otlp_logs", 2, 7, None, value.SerializeToString())
+    done = step(source, POLICY, 1_800_000_000.0)
+    assert len(done.translation.decisions) == 1
+    (letter,) = done.out.dead_letters
+    DeadLetter.model_validate(letter)
+    assert letter["reason"] == "untranslatable_telemetry"
+    assert (letter["source_topic"], letter["partition"], letter["offset"]) == ("otlp_logs", 2, 7)
+    assert letter["error"].startswith("claude_code.tool_decision: decision: 'maybe'")
+    carried = otlp.decode(letter["value"].encode())
+    assert log_record_count(carried) == 1
+    assert sum(done.out.counts.values()) == 1
+
+
+def test_step_of_a_value_that_is_no_request_is_one_invalid_otlp() -> None:
+    from stream_app.ingest.telemetry import step
+
+    for value in (b"{oops", None):
+        source = SourceRecord("decisions", "otlp_logs", 0, 3, b"k", value)
+        done = step(source, POLICY, 1_800_000_000.0)
+        (letter,) = done.out.dead_letters
+        assert letter["reason"] == "invalid_otlp"
+        assert done.translation.outcomes == []
