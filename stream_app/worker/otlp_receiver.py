@@ -41,7 +41,10 @@ from stream_app.worker.web_auth import CHALLENGE, authorized
 PATH: Final = "/v1/logs"
 PROTOBUF: Final = "application/x-protobuf"
 JSON: Final = "application/json"
-MAX_BODY_BYTES: Final = 4 * 1024 * 1024  # the default limit, as sent and as gunzipped
+# The default limit, as sent and as gunzipped: the record written must fit the broker's
+# message limit (Kafka's default, about 1 MiB), or the producer refuses it for ever. The
+# OTel SDK's batches (512 log records) stay well below.
+MAX_BODY_BYTES: Final = 1024 * 1024
 SEND_TIMEOUT: Final = 10.0  # seconds the broker has to acknowledge before a 503
 RETRY_AFTER: Final = "2"  # seconds, on a 503
 _CHUNK: Final = 64 * 1024
