@@ -4,6 +4,12 @@ Sessions of inference calls (a prompt, the assistant's reasoning, text and tool 
 tool's result, ... a final answer), some streamed first; edits accepted by a decision, most
 after their turn, and later retention observations; a few percent of records redelivered,
 a few malformed; sessions interleaved at random. Deterministic per seed.
+
+With ``verdicts`` (``--verdicts``), the edits get the developers' mix of verdicts (explicit
+and implicit accepts and rejects, a few conflicting) and a rejected edit is often retried: a
+session forked from the same messages whose new answer is accepted (or, now and then, is the
+same answer again), the prompts that preference data pairs. Without it the output is the
+same bytes as before the option existed.
 """
 
 from __future__ import annotations
@@ -59,13 +65,29 @@ def _prose(rnd: random.Random, words: int) -> str:
     return " ".join(rnd.choice(LOREM) for _ in range(words))
 
 
+# Verdicts of an edit (--verdicts): (probability, accepted, explicit, conflicting).
+VERDICTS = (
+    (0.50, True, True, False),
+    (0.25, False, True, False),
+    (0.12, True, False, False),
+    (0.08, False, False, False),
+    (0.05, True, True, True),  # an accept and a reject of one edit: conflicting
+)
+RETRY = 0.7  # a rejected edit retried in a fork of its session
+SAME_AGAIN = 0.15  # ... whose answer is the rejected one again
+
+
 class _Session:
-    def __init__(self, sid: str, rnd: random.Random) -> None:
+    def __init__(self, sid: str, rnd: random.Random, verdicts: random.Random | None = None) -> None:
         self.sid, self.rnd = sid, rnd
         self.seq = 0
         self.calls = rnd.randint(2, 8)
         self.backlog: list[Line] = []  # records to publish, in order
         self.late: list[tuple[int, Line]] = []  # (not before this tick, record)
+        self.verdicts = verdicts  # None: every edit accepted, as before --verdicts
+        self.said: list[Line] = []  # (with verdicts) the messages published, final copies
+        self.forks: list[_Session] = []  # (with verdicts) retries of rejected edits
+        self.forked = False  # a retry's fork: over once its backlog is published
 
     def _message(self, role: str, **fields: Any) -> Line:
         self.seq += 1
@@ -97,6 +119,7 @@ class _Session:
         self.calls -= 1
         if self.seq == 0 or rnd.random() < 0.3:
             self.backlog.append(self._message("ROLE_USER", content=[{"text": _prose(rnd, 40)}]))
+            self.said.append(self.backlog[-1])
         final = self.calls == 0
         content = [{"reasoning": _prose(rnd, 30)}, {"text": _prose(rnd, 50)}]
         tool_id = f"toolu_{self.sid}_{self.seq + 1}"
@@ -122,18 +145,24 @@ class _Session:
             streamed = self._message("ROLE_ASSISTANT", content=content[:1])
             self.seq -= 1
             self.backlog.append(streamed)
+        prompt = list(self.said) if self.verdicts is not None else []
         assistant = self._message("ROLE_ASSISTANT", **fields)
         call_id = assistant["value"]["message"]["messageId"]
         decision = self._decision(tool_id, self.seq) if edit else None
+        if decision is not None and self.verdicts is not None:
+            decision = self._judged(decision, tick, prompt, fields)
         if decision is not None and rnd.random() < 0.25:
             self.backlog.append(decision)  # the accept overtakes its turn
             decision = None
         self.backlog.append(assistant)
         if decision is not None:
             self.late.append((tick + rnd.randint(1, 200), decision))
+        if self.verdicts is not None:
+            self.said.append(assistant)
         if not final:
             result = {"toolResult": {"toolCallId": tool_id, "result": {"content": _prose(rnd, 30)}}}
             self.backlog.append(self._message("ROLE_TOOL", content=[result]))
+            self.said.append(self.backlog[-1])
         elif rnd.random() < 0.5:
             retention = self._decision(
                 call_id,
@@ -145,11 +174,74 @@ class _Session:
             )
             self.late.append((tick + rnd.randint(1, 400), retention))
 
+    def _judged(
+        self, decision: Line, tick: int, prompt: list[Line], fields: dict[str, Any]
+    ) -> Line:
+        """(--verdicts) The edit's verdict drawn from :data:`VERDICTS`; a reject is often
+        retried in a fork of the session. Returns the decision to publish."""
+        vr = self.verdicts
+        assert vr is not None
+        roll, at, drawn = vr.random(), 0.0, VERDICTS[-1]
+        for entry in VERDICTS:
+            at += entry[0]
+            if roll < at:
+                drawn = entry
+                break
+        _, accepted, explicit, conflicting = drawn
+        value = dict(decision["value"], accepted=accepted, explicit=explicit)
+        if not explicit:
+            value["raw"] = {"source": "config"}
+        if conflicting:
+            other = dict(value, decision_id=value["decision_id"] + "-x", accepted=False)
+            self.late.append((tick + vr.randint(1, 50), {**decision, "value": other}))
+        if not accepted and explicit and vr.random() < RETRY:
+            self.forks.append(self._retry(prompt, fields, vr))
+        return {**decision, "value": value}
 
-def generate(records: int, sessions: int, seed: int = 7) -> Iterator[Line]:
-    """Exactly ``records`` replay lines over about ``sessions`` sessions."""
+    def _retry(self, prompt: list[Line], fields: dict[str, Any], vr: random.Random) -> _Session:
+        """A fork of this session: its messages up to the rejected answer, published again
+        under another conversation, then another answer (now and then the same), accepted."""
+        fork = _Session(f"{self.sid}-retry{self.seq}", self.rnd, vr)
+        fork.calls, fork.forked = 0, True
+        for line in prompt:
+            value = line["value"]
+            message = dict(
+                value["message"], messageId=f"{fork.sid}-{value['message']['messageId']}"
+            )
+            fork.seq = int(message["sequence"])
+            fork.backlog.append(
+                {
+                    **line,
+                    "key": fork.sid,
+                    "value": {
+                        **value,
+                        "eventId": f"evt-{fork.sid}-{fork.seq}",
+                        "conversationId": fork.sid,
+                        "message": message,
+                    },
+                }
+            )
+        tool_id = f"toolu_{fork.sid}_{fork.seq + 1}"
+        answer = dict(fields)
+        if vr.random() >= SAME_AGAIN:
+            args = {"path": "src/paginate.py", "old": _prose(vr, 12), "new": _prose(vr, 12)}
+            answer["content"] = [{"text": _prose(vr, 50)}]
+        else:
+            args = orjson.loads(fields["toolCalls"][0]["arguments"])
+        answer["toolCalls"] = [
+            {"id": tool_id, "name": "edit_file", "arguments": orjson.dumps(args).decode()}
+        ]
+        fork.backlog.append(fork._message("ROLE_ASSISTANT", **answer))
+        fork.backlog.append(fork._decision(tool_id, fork.seq))
+        return fork
+
+
+def generate(records: int, sessions: int, seed: int = 7, verdicts: bool = False) -> Iterator[Line]:
+    """Exactly ``records`` replay lines over about ``sessions`` sessions; with ``verdicts``,
+    edits accepted and rejected (:data:`VERDICTS`) and rejects retried."""
     rnd = random.Random(seed)
-    active = [_Session(f"sess-{i:05d}", rnd) for i in range(sessions)]
+    judge = random.Random(seed + 1_000_003) if verdicts else None
+    active = [_Session(f"sess-{i:05d}", rnd, judge) for i in range(sessions)]
     sent: list[Line] = []
     tick = 0
     while tick < records:
@@ -171,11 +263,16 @@ def generate(records: int, sessions: int, seed: int = 7) -> Iterator[Line]:
             session.late.remove(due[0])
             line = due[0][1]
         else:
+            if not session.backlog and session.forked:  # a retry's fork is over: it goes
+                active.remove(session)
+                continue
             if not session.backlog:
                 if session.calls == 0:  # the session is over: a new one takes its place
-                    session = _Session(f"{session.sid}-{tick}", rnd)
+                    session = _Session(f"{session.sid}-{tick}", rnd, judge)
                     active[rnd.randrange(len(active))] = session
                 session.plan_call(tick)
+                active.extend(session.forks)
+                session.forks.clear()
             line = session.backlog.pop(0)
             sent.append(line)
         tick += 1
@@ -195,10 +292,15 @@ def main() -> None:
     for name, default in (("--records", 100_000), ("--sessions", 1_000), ("--seed", 7)):
         parser.add_argument(name, type=int, default=default)
     parser.add_argument("--out", default="-")
+    parser.add_argument(
+        "--verdicts",
+        action="store_true",
+        help="edits accepted and rejected, explicitly and implicitly; rejects retried",
+    )
     args = parser.parse_args()
     out = sys.stdout.buffer if args.out == "-" else open(args.out, "wb")  # noqa: SIM115
     with out:
-        for line in generate(args.records, args.sessions, args.seed):
+        for line in generate(args.records, args.sessions, args.seed, args.verdicts):
             out.write(orjson.dumps(line) + b"\n")
 
 

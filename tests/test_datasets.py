@@ -20,12 +20,14 @@ from bench.workload import generate
 from stream_app.cli.main import main
 from stream_app.cli.replay import replay
 from stream_app.config import Settings
-from stream_app.datasets.files import DatasetError, write_dataset
+from stream_app.datasets.files import DatasetError, sidecar, write_dataset
 from stream_app.datasets.formats import (
+    SKIPS,
     Options,
     SkipReason,
     TurnLines,
     read_turn_lines,
+    rfc3339,
     split_of,
 )
 from tests.contracts import assert_valid_turn, assert_valid_turn_key
@@ -65,7 +67,19 @@ def export(
 
 
 def jsonl(path: Path) -> list[dict[str, Any]]:
-    return [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    """The lines of ``path``; with a metadata sidecar (chat, kto, dpo: issue 52), each with
+    its line of the sidecar as ``metadata``, checked aligned."""
+    lines = [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    side = sidecar(path)
+    if not side.exists():
+        return lines
+    metas = [orjson.loads(line) for line in side.read_bytes().splitlines()]
+    assert len(metas) == len(lines)
+    return [{**line, "metadata": meta} for line, meta in zip(lines, metas, strict=True)]
+
+
+def unweighted(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in m.items() if k != "weight"} for m in messages]
 
 
 def latest_by_session(turns: bytes) -> dict[str, list[tuple[str, dict[str, Any]]]]:
@@ -82,14 +96,17 @@ def latest_by_session(turns: bytes) -> dict[str, list[tuple[str, dict[str, Any]]
 
 
 def assert_chat_example(example: dict[str, Any], reasoning: bool = False) -> None:
-    """What OpenAI fine-tuning and TRL's chat templates need of an example."""
-    assert set(example) == {"messages", "metadata"}
+    """What OpenAI fine-tuning needs of an example (issue 52: OpenAI's keys only, the
+    turn's own message the one target, ``weight: 1``; earlier ones ``weight: 0``)."""
+    assert set(example) - {"metadata"} <= {"messages", "tools"}
     messages = example["messages"]
     assert messages and messages[-1]["role"] == "assistant", "the example ends with the turn"
+    weights = [m["weight"] for m in messages if m["role"] == "assistant"]
+    assert weights == [0] * (len(weights) - 1) + [1]
     waiting: set[str] = set()
     for m in messages:
         assert m["role"] in ROLES and isinstance(m["content"], str)
-        allowed = {"role", "content", "tool_calls", "tool_call_id"}
+        allowed = {"role", "content", "tool_calls", "tool_call_id", "weight"}
         assert set(m) <= (allowed | {"reasoning_content"} if reasoning else allowed), m
         if m["role"] == "tool":
             assert m["tool_call_id"] in waiting, "a tool message answers a call just made"
@@ -106,7 +123,16 @@ def assert_chat_example(example: dict[str, Any], reasoning: bool = False) -> Non
         waiting = {call["id"] for call in calls}
         assert len(waiting) == len(calls)
     meta = example["metadata"]
-    assert set(meta) == {"session_id", "inference_call_id", "agent_harness", "accepted", "rejected"}
+    assert set(meta) == {
+        "session_id",
+        "inference_call_id",
+        "agent_harness",
+        "accepted_explicit",
+        "rejected_explicit",
+        "accepted_implicit",
+        "rejected_implicit",
+        "retention_score",
+    }
 
 
 def test_every_chat_example_of_generated_sessions_is_one_a_trainer_loads(tmp_path: Path) -> None:
@@ -116,7 +142,7 @@ def test_every_chat_example_of_generated_sessions_is_one_a_trainer_loads(tmp_pat
     examples = jsonl(out)
     n_turns = sum(len(t) for t in by_session.values())
     assert len(examples) == n_turns > 300  # a clean input: every turn is an example
-    assert manifest["skipped"] == dict.fromkeys([r.value for r in SkipReason], 0)
+    assert manifest["skipped"] == dict.fromkeys([r.value for r in SKIPS["chat"]], 0)
     streamed = tool_loops = 0
     previous: dict[str, list[dict[str, Any]]] = {}
     at: dict[str, int] = defaultdict(int)
@@ -128,13 +154,18 @@ def test_every_chat_example_of_generated_sessions_is_one_a_trainer_loads(tmp_pat
         at[session] += 1
         assert meta["inference_call_id"] == turn["inference_call_id"]
         decisions = turn["decisions"]  # the latest revision: decisions after the turn too
-        assert meta["accepted"] == sum(d["accepted"] for d in decisions)
-        assert meta["rejected"] == sum(not d["accepted"] for d in decisions)
+        assert meta["accepted_explicit"] + meta["accepted_implicit"] == sum(
+            d["accepted"] for d in decisions
+        )
+        assert meta["rejected_explicit"] + meta["rejected_implicit"] == sum(
+            not d["accepted"] for d in decisions
+        )
+        assert meta["accepted_explicit"] == sum(d["accepted"] and d["explicit"] for d in decisions)
         assert meta["agent_harness"] == (decisions[0]["agent_harness"] if decisions else None)
         # The history: the previous example's messages, then this turn's.
         before = previous.get(session, [])
-        assert example["messages"][: len(before)] == before
-        previous[session] = example["messages"]
+        assert unweighted(example["messages"][: len(before)]) == before
+        previous[session] = unweighted(example["messages"])
         last = example["messages"][-1]
         assert [c["id"] for c in last.get("tool_calls", [])] == [
             c["id"] for c in turn["tool_calls"]
@@ -146,7 +177,7 @@ def test_every_chat_example_of_generated_sessions_is_one_a_trainer_loads(tmp_pat
     assert at == {s: len(t) for s, t in by_session.items()}
     assert tool_loops > 100 and streamed > 50
     # Decisions that arrived before their turn and after it both count.
-    assert sum(e["metadata"]["accepted"] for e in examples) > 50
+    assert sum(e["metadata"]["accepted_explicit"] for e in examples) > 50
 
 
 def test_the_example_session_streamed_then_final_with_decisions_before_and_after(
@@ -166,11 +197,17 @@ def test_the_example_session_streamed_then_final_with_decisions_before_and_after
         "session_id": "sess-7f3a",
         "inference_call_id": "msg-a2",
         "agent_harness": "claude-code",
-        "accepted": 1,
-        "rejected": 0,
+        "accepted_explicit": 1,
+        "rejected_explicit": 0,
+        "accepted_implicit": 0,
+        "rejected_implicit": 0,
+        "retention_score": None,
     }
     assert last["metadata"]["inference_call_id"] == "msg-a4"
-    assert (last["metadata"]["agent_harness"], last["metadata"]["accepted"]) == ("pi", 1)
+    # dec-101 is implicit (a retention observation): counted apart from explicit ones.
+    assert last["metadata"]["agent_harness"] == "pi"
+    assert last["metadata"]["accepted_implicit"] == 1 and last["metadata"]["accepted_explicit"] == 0
+    assert last["metadata"]["retention_score"] == 0.92
     assert [m["role"] for m in last["messages"]] == [
         "system",
         "user",
@@ -266,6 +303,7 @@ def test_a_tool_result_inside_a_user_message_becomes_a_tool_message_before_it(
     assert_chat_example(two)
     assert one["messages"][-1] == {
         "role": "assistant",
+        "weight": 1,
         "content": "",
         "tool_calls": [
             {
@@ -278,7 +316,7 @@ def test_a_tool_result_inside_a_user_message_becomes_a_tool_message_before_it(
     assert two["messages"][2:] == [
         {"role": "tool", "content": '{"lines":3}', "tool_call_id": "c1"},
         {"role": "user", "content": "and then?"},
-        {"role": "assistant", "content": "done"},
+        {"role": "assistant", "content": "done", "weight": 1},
     ]
 
 
@@ -371,6 +409,16 @@ def test_a_tool_call_left_unanswered_and_lines_that_are_not_turns_are_skipped(
     assert len(jsonl(out)) == 5 and manifest["skipped"]["not_a_turn"] == 3
 
 
+def utc(turn: dict[str, Any]) -> dict[str, Any]:
+    """A Turn as a trajectory holds it: its decisions' instants in RFC 3339 UTC with
+    microseconds (issue 52: one spelling, so a loader gives them one type)."""
+    decisions = [
+        {**d, "occurred_at": rfc3339(d["occurred_at"]), "captured_at": rfc3339(d["captured_at"])}
+        for d in turn["decisions"]
+    ]
+    return {**turn, "decisions": decisions}
+
+
 def test_trajectories_are_replays_turns_in_order_each_its_latest_revision(
     tmp_path: Path,
 ) -> None:
@@ -381,7 +429,7 @@ def test_trajectories_are_replays_turns_in_order_each_its_latest_revision(
     assert [t["session_id"] for t in trajectories] == list(by_session)
     for line in trajectories:
         assert set(line) == {"session_id", "org_id", "turns"} and line["org_id"] == ORG
-        assert line["turns"] == [value for _, value in by_session[line["session_id"]]]
+        assert line["turns"] == [utc(value) for _, value in by_session[line["session_id"]]]
     assert manifest["files"][0]["records"] == len(by_session)
     # The org: the one the session's decisions carry, else the export's (--org-id).
     _, out = export(turns, tmp_path, "other.jsonl", format="trajectories", org_id="Other ")
@@ -405,14 +453,15 @@ def test_the_split_is_by_session_disjoint_and_byte_identical_across_runs(tmp_pat
         (tmp_path / run).mkdir()
         manifest, out = export(turns, tmp_path / run, format="chat", eval_fraction=0.25)
         assert not out.exists()  # the split files take its place
-        names = ["ds.train.jsonl", "ds.eval.jsonl", "ds.manifest.json"]
+        names = ["ds.train.jsonl", "ds.eval.jsonl", "ds.manifest.json", "ds.train.metadata.jsonl"]
         runs.append([(tmp_path / run / name).read_bytes() for name in names])
         train, evaluation = (jsonl(tmp_path / run / n) for n in names[:2])
         in_train = {e["metadata"]["session_id"] for e in train}
         in_eval = {e["metadata"]["session_id"] for e in evaluation}
         assert not in_train & in_eval and in_train | in_eval == sessions
         assert 0.1 < len(in_eval) / len(sessions) < 0.4
-        for entry, examples in zip(manifest["files"], (train, evaluation), strict=True):
+        data = [f for f in manifest["files"] if f["role"] == "data"]
+        for entry, examples in zip(data, (train, evaluation), strict=True):
             assert entry["records"] == len(examples)
     assert runs[0] == runs[1]
     # A session's side depends on its id alone, not on what else the input holds.
@@ -428,7 +477,7 @@ def test_the_manifest_names_each_file_with_its_sha256(tmp_path: Path) -> None:
     manifest, _ = export(turns, tmp_path, format="trajectories", eval_fraction=0.5)
     on_disk = orjson.loads((tmp_path / "ds.manifest.json").read_bytes())
     assert on_disk == manifest
-    assert on_disk["format"] == "trajectories" and on_disk["version"] == 1
+    assert on_disk["format"] == "trajectories" and on_disk["version"] == 2
     for entry in on_disk["files"]:
         data = (tmp_path / entry["name"]).read_bytes()
         assert entry["sha256"] == hashlib.sha256(data).hexdigest()
@@ -441,40 +490,38 @@ def test_the_manifest_names_each_file_with_its_sha256(tmp_path: Path) -> None:
 
 
 def _filled(example: dict[str, Any], fields: list[str]) -> dict[str, Any]:
-    """An example as a columnar reader gives it back: absent fields as nulls."""
+    """An example as a columnar reader gives it back: absent fields as nulls, free-form JSON
+    (a tool's parameters) as its text."""
     messages = [{f: m.get(f) for f in fields} for m in example["messages"]]
-    return {"messages": messages, "metadata": example["metadata"]}
+    tools = example.get("tools")
+    if tools is not None:
+        tools = [
+            {"type": t["type"], "function": {**t["function"], "parameters": '{"type":"object"}'}}
+            for t in tools
+        ]
+    return {"messages": messages, "tools": tools}
 
 
-def test_pyarrow_reads_the_chat_lines_and_the_parquet_file_alike(tmp_path: Path) -> None:
-    pa_json = pytest.importorskip("pyarrow.json")
+def test_the_parquet_file_holds_the_chat_lines_columns(tmp_path: Path) -> None:
+    """Issue 52 changed the columns (``tools``, ``weight``; metadata in the sidecar) and
+    keeps the rule: Parquet holds the JSON lines' values, absent fields null."""
     pq = pytest.importorskip("pyarrow.parquet")
     turns = replayed(workload(records=600, sessions=8))
     _, out = export(turns, tmp_path, format="chat", reasoning=True)
     examples = jsonl(out)
-    table = pa_json.read_json(out)
-    assert table.column_names == ["messages", "metadata"]
-    assert table.num_rows == len(examples)
-    fields = ["role", "content", "reasoning_content", "tool_calls", "tool_call_id"]
-    read_back = table.to_pylist()
-    for row, example in zip(read_back, examples, strict=True):
-        assert {
-            "messages": [{f: m.get(f) for f in fields} for m in row["messages"]],
-            "metadata": row["metadata"],
-        } == _filled(example, fields)
+    fields = ["role", "content", "reasoning_content", "tool_calls", "tool_call_id", "weight"]
     manifest, parquet = export(turns, tmp_path, "ds.parquet", format="chat", reasoning=True)
-    assert manifest["files"][0]["name"] == "ds.parquet"
+    assert [f["name"] for f in manifest["files"]] == ["ds.parquet", "ds.metadata.jsonl"]
     rows = pq.read_table(parquet).to_pylist()
     assert rows == [_filled(e, fields) for e in examples]
+    assert jsonl(tmp_path / "ds.metadata.jsonl") == [e["metadata"] for e in examples]
     again_manifest, _ = export(turns, tmp_path, "ds.parquet", format="chat", reasoning=True)
     assert again_manifest == manifest  # the same bytes again
     # Trajectories and turns: the Turn (free-form JSON inside) as its JSON text.
     _, trajectories = export(turns, tmp_path, "t.parquet", format="trajectories")
-    by_session = latest_by_session(turns)
-    for row in pq.read_table(trajectories).to_pylist():
-        assert [orjson.loads(t) for t in row["turns"]] == [
-            v for _, v in by_session[row["session_id"]]
-        ]
+    _, lines = export(turns, tmp_path, "t.jsonl", format="trajectories")
+    for row, line in zip(pq.read_table(trajectories).to_pylist(), jsonl(lines), strict=True):
+        assert [orjson.loads(t) for t in row["turns"]] == line["turns"]
     _, lines = export(turns, tmp_path, "l.parquet")
     assert pq.read_table(lines).column_names == ["key", "value"]
 
@@ -488,12 +535,12 @@ def test_an_export_that_fails_leaves_no_file(
     real = files._Jsonl.write
     written = 0
 
-    def failing(self: Any, session_id: str, record: Any) -> None:
+    def failing(self: Any, record: Any, line: bytes) -> None:
         nonlocal written
         written += 1
         if written == 5:
-            raise OSError(28, "No space left on device", str(self.path))
-        real(self, session_id, record)
+            raise OSError(28, "No space left on device", "x")
+        real(self, record, line)
 
     monkeypatch.setattr(files._Jsonl, "write", failing)
     with pytest.raises(OSError):
@@ -577,10 +624,10 @@ def test_export_from_a_replay_file_on_the_command_line(
     summary = capsys.readouterr().err.splitlines()[-1]
     assert summary == (
         f"stream-app export: 5 records read from {turns}, 4 turns of 1 session; 4 chat "
-        f"examples written to {tmp_path / 'ds.train.jsonl'} (4) and "
-        f"{tmp_path / 'ds.eval.jsonl'} (0); 0 turns skipped; manifest "
-        f"{tmp_path / 'ds.manifest.json'}"
+        f"examples written to {tmp_path / 'ds.train.jsonl'} (4); validation empty, not "
+        f"written; 0 turns skipped; manifest {tmp_path / 'ds.manifest.json'}"
     )
+    assert not (tmp_path / "ds.eval.jsonl").exists()  # issue 52: no empty split file
     assert len(jsonl(tmp_path / "ds.train.jsonl")) == 4
 
 
@@ -629,10 +676,18 @@ def test_docs_name_every_field_and_reason_and_the_readme_command_parses() -> Non
         assert f"| `{name}" in docs, name
     for name in get_type_hints(ManifestFile):
         assert f"`{name}`" in docs, name
+    # Issue 52: one command per use (SFT for OpenAI and TRL, KTO, DPO), each parsed.
     readme = (ROOT / "README.md").read_text().split("## Build a dataset", 1)[1]
-    (command,) = re.findall(r"`(stream-app export [^`]+)`", readme)
-    args = _parser().parse_args(shlex.split(command)[1:])
-    assert (args.format, args.from_file, args.eval_fraction) == ("chat", "turns.jsonl", 0.1)
+    readme = readme.split("## ", 1)[0]
+    lines = re.findall(r"^(stream-app export .+)$", readme, re.MULTILINE)
+    commands = [c.strip() for line in lines for c in line.split("&&")]
+    parsed = [_parser().parse_args(shlex.split(c)[1:]) for c in commands]
+    assert [(a.format, a.profile, a.from_file) for a in parsed] == [
+        ("chat", None, "turns.jsonl"),
+        ("chat", "trl", "turns.jsonl"),
+        ("kto", None, "turns.jsonl"),
+        ("dpo", None, "turns.jsonl"),
+    ]
 
 
 def test_a_turn_nested_deeper_than_any_the_worker_writes_is_not_a_turn(tmp_path: Path) -> None:

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 from stream_app.cli.arguments import BOOTSTRAP_HELP, Commands, bootstrap_argument, fraction
 from stream_app.config import load_settings
 
+MAX_EXAMPLE_BYTES = 16 * 1024 * 1024  # datasets.formats.MAX_EXAMPLE_BYTES, not imported at start
+
 if TYPE_CHECKING:
     from stream_app.datasets.formats import TurnLines
 
@@ -19,17 +21,19 @@ def register(commands: Commands) -> None:
     """The ``export`` subcommand."""
     export = commands.add_parser(
         "export",
-        help="write the latest revision of every final turn to a JSON-lines file",
+        help="write the final turns as a dataset: turn lines, chat, trajectories, kto, dpo",
         description="Read the final topic (STREAM_APP_TOPIC_FINAL: each turn once, when "
         'nothing can revise it any more) to its end and write every turn as {"key", "value"} '
         "lines; --include-open reads the turn topic instead and writes the latest revision of "
         "every turn, final or not. Exit status 0 "
         "when written; 2, with one line, when the broker cannot be read or the file cannot be "
         "written. --from reads a TURNS or FINAL file of 'stream-app replay' instead (no "
-        "broker). --format chat writes one training example per turn, trajectories one line "
-        "per session; --eval-fraction splits them by session into OUT-stem.train and .eval; "
-        "an --out ending in .parquet writes Parquet. A manifest (OUT-stem.manifest.json: "
-        "counts, SHA-256 of each file, turns skipped by reason) is written beside them.",
+        "broker). --format chat writes supervised examples (each assistant message a target "
+        "once), trajectories one line per session, kto and dpo preference rows from the "
+        "developers' verdicts; --eval-fraction splits them; an --out ending in .parquet "
+        "writes Parquet; an --out ending in / writes a Hugging Face dataset folder (data/, "
+        "README.md card, manifest.json) swapped in whole. A manifest (counts, SHA-256 of each "
+        "file, provenance, turns skipped by reason) is written beside them.",
     )
     export.add_argument(
         "--out",
@@ -54,10 +58,17 @@ def register(commands: Commands) -> None:
     )
     export.add_argument(
         "--format",
-        choices=("turns", "chat", "trajectories"),
+        choices=("turns", "chat", "trajectories", "kto", "dpo"),
         default="turns",
-        help="turns: the turns' lines (default); chat: one example per turn; trajectories: "
-        "one line per session",
+        help="turns: the turns' lines (default); chat: supervised examples; trajectories: "
+        "one line per session; kto: a row per turn with a verdict; dpo: accepted/rejected "
+        "pairs of one prompt",
+    )
+    export.add_argument(
+        "--profile",
+        choices=("openai", "trl"),
+        help="chat, dpo: OpenAI's fine-tuning lines or TRL's rows (default: openai for chat, "
+        "trl for kto and dpo; kto is TRL's only)",
     )
     export.add_argument(
         "--reasoning", action="store_true", help="chat: keep reasoning, as reasoning_content"
@@ -65,13 +76,41 @@ def register(commands: Commands) -> None:
     export.add_argument(
         "--only-accepted",
         action="store_true",
-        help="chat: only turns with an explicit accepted decision and no rejected one",
+        help="chat: targets only turns with an explicit accept and no reject",
+    )
+    export.add_argument(
+        "--include-implicit",
+        action="store_true",
+        help="kto, dpo: implicit decisions are verdicts too (when a turn has no explicit one)",
+    )
+    export.add_argument(
+        "--keep-credentials",
+        action="store_true",
+        help="write content as it is (default: credentials redacted as the worker does)",
+    )
+    export.add_argument(
+        "--max-example-bytes",
+        type=_positive,
+        default=MAX_EXAMPLE_BYTES,
+        metavar="N",
+        help="skip a line or example larger than N bytes as too_large (default 16 MiB)",
     )
     export.add_argument(
         "--eval-fraction",
         type=fraction,
         metavar="F",
-        help="split by session: OUT-stem.train and OUT-stem.eval, F of the sessions in eval",
+        help="split (by session; kto, dpo: by prompt): F in eval (a folder: validation)",
+    )
+    export.add_argument(
+        "--split-salt",
+        default="",
+        metavar="SALT",
+        help="draw another split, deterministically (default: none)",
+    )
+    export.add_argument(
+        "--parquet",
+        action="store_true",
+        help="Parquet (a file: as an --out ending in .parquet; a folder: Parquet shards)",
     )
     export.add_argument(
         "--org-id",
@@ -80,68 +119,136 @@ def register(commands: Commands) -> None:
     export.set_defaults(run=command)
 
 
+class Terminated(Exception):
+    """SIGTERM, raised where the export is, so that what it staged is removed."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated
+
+
 def command(args: argparse.Namespace) -> int:
     """Exit 0 when every turn up to the topic's end (or of the ``--from`` file) is read and
-    the dataset written, else 2 and one line; the files appear only when complete (written
-    beside them, then renamed, the manifest last: ``datasets/files.py``)."""
-    import asyncio
-    import tempfile
+    the dataset written (or when there was no turn: nothing written, the old set kept), 2
+    and one line when the input or an option is wrong, 130 on SIGINT and 143 on SIGTERM,
+    one line each; the old set stays whole unless the new one replaced it whole."""
+    import signal
 
+    if (usage := _export_usage(args)) is not None:
+        print(f"stream-app export: {usage}; see stream-app export --help", file=sys.stderr)
+        return 2
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        return _command(args)
+    except KeyboardInterrupt:
+        print("stream-app export: interrupted (SIGINT); nothing written", file=sys.stderr)
+        return 130
+    except Terminated:
+        print("stream-app export: terminated (SIGTERM); nothing written", file=sys.stderr)
+        return 143
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _command(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from stream_app import release
     from stream_app.broker.clients import quiet_client_log
     from stream_app.console.progress import progress
     from stream_app.datasets.files import (
         DatasetError,
+        Provenance,
+        is_folder,
         is_parquet,
         require_parquet,
         write_dataset,
         written,
     )
     from stream_app.datasets.files import summary as dataset_summary
-    from stream_app.datasets.formats import Options, read_turn_lines
-    from stream_app.datasets.topic import ExportError, export, summary
+    from stream_app.datasets.formats import Options, TurnLines
+    from stream_app.datasets.topic import ExportError, export_turns, summary
 
-    if (usage := _export_usage(args)) is not None:
-        print(f"stream-app export: {usage}; see stream-app export --help", file=sys.stderr)
-        return 2
     settings = load_settings()
+    folder = is_folder(args.out)
     out = Path(args.out)
+    parquet = args.parquet or (is_parquet(out) and not folder)
     options = Options(
         format=args.format,
         reasoning=args.reasoning,
         only_accepted=args.only_accepted,
         eval_fraction=args.eval_fraction,
         org_id=args.org_id or settings.org_id,
+        profile=args.profile,
+        include_implicit=args.include_implicit,
+        keep_credentials=args.keep_credentials,
+        max_example_bytes=args.max_example_bytes,
+        split_salt=args.split_salt,
     )
     said: list[str] = []
+    command_line = ["stream-app", *sys.argv[1:]] if sys.argv[1:2] == ["export"] else []
     try:
-        if is_parquet(out):
+        if parquet:
             require_parquet()  # before a long read, not after it
         if args.from_file is not None:
-            read: TurnLines = _read_turns_file(Path(args.from_file))
+            read, sha = _read_turns_file(Path(args.from_file), args.max_example_bytes)
             source = args.from_file
+            given: dict[str, object] = {"path": args.from_file, "sha256": sha}
         else:
             quiet_client_log()
-            # The topic's latest revisions as a TURNS file, on disk rather than in memory.
-            with tempfile.TemporaryFile() as spool:
-                with progress("exporting", in_bytes=False) as bar:
-                    counts = asyncio.run(
-                        export(
-                            settings,
-                            spool,
-                            bootstrap=args.bootstrap,
-                            topic=args.topic,
-                            include_open=args.include_open,
-                            progress=bar.update,
-                        )
+            read = TurnLines(max_bytes=args.max_example_bytes)
+            offsets: dict[int, tuple[int, int]] = {}
+            with progress("exporting", in_bytes=False) as bar:
+                counts = asyncio.run(
+                    export_turns(
+                        settings,
+                        read.add_keyed,
+                        bootstrap=args.bootstrap,
+                        topic=args.topic,
+                        include_open=args.include_open,
+                        progress=bar.update,
+                        offsets=offsets,
                     )
-                spool.seek(0)
-                read = read_turn_lines(spool)
+                )
             default = settings.topic_turns if args.include_open else settings.topic_final
             topic = args.topic or default
             said.append(summary(counts, args.include_open, topic))
             source = f"topic {topic}"
+            given = {
+                "topic": topic,
+                "partitions": [
+                    {"partition": p, "start": start, "end": end}
+                    for p, (start, end) in sorted(offsets.items())
+                ],
+            }
+        if read.turns == 0:
+            if read.records and args.from_file is not None:
+                print(
+                    f"stream-app export: {args.from_file}:{read.first_bad}: not a turn line "
+                    '({"key": "[session_id, inference_call_id]", "value": Turn}: the output of '
+                    "stream-app replay, not its input); nothing written",
+                    file=sys.stderr,
+                )
+                return 2
+            said.append(f"stream-app export: no turn in {source}: nothing written, {out} kept")
+            print("\n".join(said), file=sys.stderr)
+            return 0
+        provenance: Provenance = {
+            "input": given,
+            "stream_app_version": release(),
+            "command": command_line,
+        }
         with progress("writing", in_bytes=False) as bar:
-            manifest = write_dataset(read, options, out, source, progress=bar.update)
+            manifest = write_dataset(
+                read,
+                options,
+                out,
+                source,
+                progress=bar.update,
+                provenance=provenance,
+                folder=folder,
+                parquet=parquet,
+            )
     except (ExportError, DatasetError, OSError) as exc:
         why = f"{exc.filename}: {exc.strerror}" if isinstance(exc, OSError) else str(exc)
         print(f"stream-app export: {why}", file=sys.stderr)
@@ -152,6 +259,18 @@ def command(args: argparse.Namespace) -> int:
         said.append("stream-app export: " + "; ".join(written(manifest, out)))
     print("\n".join(said), file=sys.stderr)
     return 0
+
+
+def _positive(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(
+            f"must be a whole number of bytes, 1 or more (got {value!r})"
+        )
+    return number
 
 
 def _export_usage(args: argparse.Namespace) -> str | None:
@@ -168,13 +287,24 @@ def _export_usage(args: argparse.Namespace) -> str | None:
         ]
         if topic_options:
             return f"--from reads a file: {', '.join(topic_options)} only apply to a topic"
-    if args.format != "chat" and (args.reasoning or args.only_accepted):
+    if args.format not in ("chat", "kto", "dpo") and args.reasoning:
+        return "--reasoning and --only-accepted apply to --format chat (--reasoning: kto, dpo too)"
+    if args.format != "chat" and args.only_accepted:
         return "--reasoning and --only-accepted apply to --format chat"
+    if args.format not in ("kto", "dpo") and args.include_implicit:
+        return "--include-implicit applies to --format kto and dpo"
+    if args.profile is not None and args.format not in ("chat", "kto", "dpo"):
+        return "--profile applies to --format chat, kto and dpo"
+    if args.format == "kto" and args.profile == "openai":
+        return "--format kto has no OpenAI profile: OpenAI takes preferences as dpo pairs"
     return None
 
 
-def _read_turns_file(path: Path) -> TurnLines:
-    """The latest revision of every turn of a TURNS or FINAL file, with a progress bar."""
+def _read_turns_file(path: Path, max_bytes: int) -> tuple[TurnLines, str]:
+    """The latest revision of every turn of a TURNS or FINAL file, with a progress bar, and
+    the SHA-256 of the file's bytes."""
+    import hashlib
+
     from stream_app.console.progress import progress
     from stream_app.datasets.formats import TurnLines
 
@@ -183,13 +313,15 @@ def _read_turns_file(path: Path) -> TurnLines:
         size = path.stat().st_size
     except OSError as exc:
         raise OSError(exc.errno, exc.strerror, f"cannot read {path}") from None
-    read = TurnLines()
+    read = TurnLines(max_bytes=max_bytes)
+    digest = hashlib.sha256()
     with source, progress("reading", in_bytes=True) as bar:
         done = 0
         for n, line in enumerate(source, 1):
+            digest.update(line)
             read.add(line)
             done += len(line)
             if n % 1000 == 0:
                 bar.update(done, size)
         bar.update(done, size)
-    return read
+    return read, digest.hexdigest()

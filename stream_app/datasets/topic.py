@@ -46,12 +46,14 @@ async def read_to_end(
     topic: str,
     each: Callable[[ConsumerRecord[bytes, bytes]], None],
     progress: Callable[[int, int | None], None] | None = None,
+    offsets: dict[int, tuple[int, int]] | None = None,
 ) -> int:
     """Calls ``each`` with every record of ``topic`` up to its end, partition by partition
     in offset order; returns how many there were.
 
     ``progress`` is told the offsets covered so far and, once every partition's end is
-    known, their total. Raises :class:`ExportError` when the broker cannot be reached, the
+    known, their total. ``offsets`` is given each partition's (first, end) offsets read.
+    Raises :class:`ExportError` when the broker cannot be reached, the
     topic does not exist, or the broker stops answering for ``IDLE_TIMEOUT``.
     """
     consumer = AIOKafkaConsumer(
@@ -68,7 +70,7 @@ async def read_to_end(
         await close_consumer(consumer)
         raise ExportError(no_broker(where)) from None
     try:
-        return await _read(consumer, topic, where, each, progress)
+        return await _read(consumer, topic, where, each, progress, offsets)
     except KafkaError as exc:
         raise ExportError(f"{where}: {exc}") from None
     finally:
@@ -81,6 +83,7 @@ async def _read(
     where: str,
     each: Callable[[ConsumerRecord[bytes, bytes]], None],
     progress: Callable[[int, int | None], None] | None,
+    offsets: dict[int, tuple[int, int]] | None = None,
 ) -> int:
     partitions = consumer.partitions_for_topic(topic)
     if not partitions:
@@ -118,6 +121,8 @@ async def _read(
             progress(covered - sum(starts.values()), total)
         if reading and now - heard > IDLE_TIMEOUT:
             raise ExportError(f"lost the Kafka broker at {where}: no answer for {IDLE_TIMEOUT:g} s")
+    if offsets is not None:
+        offsets.update({tp.partition: (starts[tp], ends[tp]) for tp in tps})
     return count
 
 
@@ -131,8 +136,38 @@ async def export(
     clock: Callable[[], float] = time.time,
     progress: Callable[[int, int | None], None] | None = None,
 ) -> Counter[str]:
-    """Writes every final turn to ``out`` (from the final topic), or with ``include_open``
-    the latest revision of every turn (from the turn topic); returns the counts.
+    """Writes every final turn to ``out`` as TURNS lines (from the final topic), or with
+    ``include_open`` the latest revision of every turn (from the turn topic); returns the
+    counts."""
+    lines: list[tuple[str, bytes]] = []
+    counts = await export_turns(
+        settings,
+        lambda key, line: lines.append((key, line)),
+        bootstrap=bootstrap,
+        topic=topic,
+        include_open=include_open,
+        clock=clock,
+        progress=progress,
+    )
+    for _, line in lines:
+        out.write(line)
+    return counts
+
+
+async def export_turns(
+    settings: Settings,
+    each: Callable[[str, bytes], None],
+    *,
+    bootstrap: str | None = None,
+    topic: str | None = None,
+    include_open: bool = False,
+    clock: Callable[[], float] = time.time,
+    progress: Callable[[int, int | None], None] | None = None,
+    offsets: dict[int, tuple[int, int]] | None = None,
+) -> Counter[str]:
+    """Gives ``each`` the key and TURNS line of every final turn (or, with ``include_open``,
+    the latest revision of every turn), in first-emission order: the dataset's formats read
+    them as they come, with no file between. Returns the counts.
 
     Keeps each key's latest record in memory until the end is read.
     """
@@ -140,7 +175,7 @@ async def export(
     latest = Latest()
     counts: Counter[str] = Counter()
 
-    def each(record: ConsumerRecord[bytes, bytes]) -> None:
+    def one(record: ConsumerRecord[bytes, bytes]) -> None:
         if record.key is None:
             counts["not_turns"] += 1
             return
@@ -148,7 +183,8 @@ async def export(
         latest.add(TurnRecord(record.partition, record.offset, record.key, record.value, headers))
 
     default = settings.topic_turns if include_open else settings.topic_final
-    read = await read_to_end(client_options(settings, bootstrap), topic or default, each, progress)
+    options = client_options(settings, bootstrap)
+    read = await read_to_end(options, topic or default, one, progress, offsets)
     # A record of the final topic is final whatever its final_after says (a turn closed
     # early by a session limit, or by its session's expiry, is final before it).
     chosen, selected = latest.select(began if include_open else float("inf"), True)
@@ -163,7 +199,7 @@ async def export(
             counts["not_turns"] += 1
             counts["written"] -= 1
             continue
-        out.write(turns_line(key, record.value))
+        each(key, turns_line(key, record.value))
     return counts
 
 
