@@ -140,7 +140,7 @@ def create_app(settings: Settings) -> faust.App:
 
     routing = Routing(
         sessions_topic=f"{settings.id}-sessions",
-        kinds={settings.topic_messages: "messages", settings.topic_decisions: "decisions"},
+        kinds=settings.input_topics(),  # the input kinds (core/inputs.py) by their topics
         partitions=partitions,
     )
     records = topic(*routing.kinds, routing.sessions_topic, internal=True)  # made if missing

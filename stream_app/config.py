@@ -17,7 +17,7 @@ import ssl
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Required, TypedDict
+from typing import TYPE_CHECKING, Literal, Required, TypedDict, cast
 
 from pydantic import (
     Field,
@@ -30,6 +30,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails, PydanticCustomError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from stream_app.core.inputs import INPUTS
 from stream_app.core.policy import Policy
 
 if TYPE_CHECKING:
@@ -256,7 +257,12 @@ class Settings(BaseSettings):
         return ",".join(broker_hosts(self.broker_url))
 
     def topic_of(self, kind: str) -> str:
-        return self.topic_messages if kind == "messages" else self.topic_decisions
+        """The topic of an input kind (``core/inputs.py``), by its name."""
+        return cast(str, getattr(self, INPUTS[kind].setting))
+
+    def input_topics(self) -> dict[str, str]:
+        """Each input topic, with the name of the kind of record it carries."""
+        return {self.topic_of(name): name for name in INPUTS}
 
     def ssl_context(self) -> ssl.SSLContext | None:
         """The TLS context of every Kafka connection (None: the protocol has no TLS).

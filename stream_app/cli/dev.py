@@ -181,8 +181,7 @@ async def _create_topics(bootstrap: str, settings: Settings) -> None:
     try:
         existing = set(await admin.list_topics())
         wanted = [
-            settings.topic_messages,
-            settings.topic_decisions,
+            *settings.input_topics(),
             settings.topic_turns,
             settings.topic_dlq,
             settings.topic_final,
@@ -499,7 +498,7 @@ def _banner(broker: _Broker, settings: Settings, workdir: Path, keep: bool) -> N
     print(f"clients: export STREAM_APP_BROKER_URL={broker.url}", flush=True)
     print(f"worker web: http://127.0.0.1:{settings.web_port}  (/metrics /ready)", flush=True)
     print(
-        f"topics: in {settings.topic_messages}, {settings.topic_decisions}; "
+        f"topics: in {', '.join(settings.input_topics())}; "
         f"out {settings.topic_turns}, {settings.topic_dlq}, {settings.topic_final}",
         flush=True,
     )

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from stream_app.cli.arguments import BOOTSTRAP_HELP, Commands, bootstrap_argument
 from stream_app.config import load_settings
+from stream_app.core.inputs import INPUTS
 
 
 def register(commands: Commands) -> None:
@@ -17,7 +18,7 @@ def register(commands: Commands) -> None:
         "publish",
         help="check replay-format records and send them to the input topics",
         description="Check each line of a replay-format file as the worker's intake would, and "
-        "send it to STREAM_APP_TOPIC_MESSAGES or STREAM_APP_TOPIC_DECISIONS keyed by its "
+        f"send it to {' or '.join(kind.variable for kind in INPUTS.values())} keyed by its "
         "session id, on the partition Kafka's default (murmur2) partitioner gives that key. A "
         "line that fails is reported (line number, field) and skipped. Exit status 0 when "
         "records were sent; 2, with one line, when nothing was sent (every line rejected), "

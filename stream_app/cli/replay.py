@@ -1,8 +1,8 @@
 """Embedded replay (SPEC §7): the core over a JSON-lines file, with no broker.
 
-Each input line is ``{"topic": "messages"|"decisions", "key": str|null, "value": V}``; a
-string V is the raw record value, anything else is the value itself. Lines are one
-partition whose offsets are their 0-based line numbers.
+Each input line is ``{"topic": <an input kind's name>, "key": str|null, "value": V}``
+(``ingest/lines.py``); a string V is the raw record value, anything else is the value
+itself. Lines are one partition whose offsets are their 0-based line numbers.
 """
 
 from __future__ import annotations
@@ -23,12 +23,8 @@ from stream_app.config import Settings, load_settings
 from stream_app.console.wording import counted, named, unclosed_warning
 from stream_app.core.counts import Count
 from stream_app.core.dead_letter import dead_letter, rejected
-from stream_app.core.records import (
-    Origin,
-    Outputs,
-    SourceRecord,
-    turns_line,
-)
+from stream_app.core.inputs import INPUTS, names
+from stream_app.core.records import Origin, Outputs, Unread, turns_line
 from stream_app.ingest.lines import read_line
 from stream_app.models.dead_letter import Reason
 from stream_app.runtime import allocator
@@ -41,7 +37,6 @@ REPLAY_INPUT_TOPIC = "replay-input"  # source_topic of a line that is not a reco
 FREEZE_EVERY = 1_000  # records between two freezes of what the replay holds (runtime/allocator.py)
 
 
-_READ = {"messages": Count.RECORDS_MESSAGES, "decisions": Count.RECORDS_DECISIONS}
 RECORDS_OTHER = "records:other"  # lines that are no record (dead-lettered as they are)
 
 
@@ -80,7 +75,7 @@ class Ledger:
     def count(self, totals: Counter[str]) -> None:
         """Adds the equation's terms to ``totals`` (``waiting:*`` are counted at the end)."""
         totals["records_read"] = (
-            totals[Count.RECORDS_MESSAGES] + totals[Count.RECORDS_DECISIONS] + totals[RECORDS_OTHER]
+            sum(totals[kind.read] for kind in INPUTS.values()) + totals[RECORDS_OTHER]
         )
         totals["in_turns"] = sum(self.turns.values())
         totals["duplicates"] = totals[Count.REPROCESSED] + sum(
@@ -100,7 +95,7 @@ def records(
             continue
         read = read_line(line, offset, settings)
         if isinstance(read, str):
-            bad = SourceRecord("messages", REPLAY_INPUT_TOPIC, 0, offset, None, line.rstrip(b"\n"))
+            bad = Unread(REPLAY_INPUT_TOPIC, 0, offset, None, line.rstrip(b"\n"))
             reason = Reason.INVALID_JSON if read.startswith("line is not") else Reason.SCHEMA
             out = rejected(Origin.of(bad), reason, read, pipeline.clock())
             out.counts[RECORDS_OTHER] += 1  # type: ignore[index]  # replay's own count
@@ -112,7 +107,7 @@ def records(
         out = pipeline.process(record, parsed)
         if ledger is not None:
             ledger.add(out)
-        out.counts[_READ[record.kind]] += 1
+        out.counts[INPUTS[record.kind].read] += 1  # type: ignore[index]  # replay's own count
         yield out
 
 
@@ -240,11 +235,11 @@ def summary(counts: Counter[str]) -> str:
         return {k[len(prefix) :]: v for k, v in sorted(counts.items()) if k.startswith(prefix)}
 
     letters = by("dead_letter:")
+    read = [counted(counts[kind.read], kind.noun) for kind in INPUTS.values()]
+    if counts[RECORDS_OTHER]:
+        read.append(counted(counts[RECORDS_OTHER], "other line"))
     parts: list[str] = [
-        f"{counted(counts['records:messages'], 'message')}, "
-        f"{counted(counts['records:decisions'], 'decision')}"
-        + (f", {counted(counts[RECORDS_OTHER], 'other line')}" if counts[RECORDS_OTHER] else "")
-        + " read",
+        ", ".join(read) + " read",
         f"{counted(counts['turns_emitted'], 'turn')} emitted, "
         f"{counted(counts['turn_revisions'], 'revision')}"
         + (f", {counts['turns_final']} final" if "turns_final" in counts else ""),
@@ -303,7 +298,7 @@ def register(commands: Commands) -> None:
         "replay",
         help="run the pipeline over a JSON-lines file, with no broker",
         description="Run the pipeline over a replay-format file (one "
-        '{"topic": "messages"|"decisions", "key": ..., "value": ...} object per line), with '
+        f'{{"topic": {names()}, "key": ..., "value": ...}} object per line), with '
         "no broker: turn revisions go to --out, dead letters to --dlq, and a summary of the "
         "counts to stderr. Exit status 0 when the input was read (dead letters are not "
         "failures); 2, with one line, when a file cannot be read or written.",

@@ -13,11 +13,11 @@ from rich.table import Table
 
 from stream_app.cli.replay import accounted, replay
 from stream_app.config import Settings
+from stream_app.core.inputs import INPUTS
 from stream_app.worker.pipeline import Pipeline
 
 ROWS = [
-    ("records:messages", "messages read"),
-    ("records:decisions", "decisions read"),
+    *((kind.read, f"{kind.noun}s read") for kind in INPUTS.values()),
     ("turns_emitted", "turns emitted"),
     ("turn_revisions", "turn revisions (late decisions)"),
     ("duplicate:message", "duplicate messages"),

@@ -31,8 +31,6 @@ class Count(StrEnum):
     TURNS_CLOSED_EARLY = "turns_closed_early"  # past the open-turn limits
     IDENTITIES_FORGOTTEN = "identities_forgotten"  # past the remembered-identity limit
     FINAL_KEYS_FORGOTTEN = "final_keys_forgotten"  # past the final-key limit, early
-    RECORDS_MESSAGES = "records:messages"  # replay's records read, by kind
-    RECORDS_DECISIONS = "records:decisions"
     SESSIONS_IN_STATE = "sessions_in_state"  # replay's, at its end
     # A record of <id>-sessions in a newer format than this worker's (another release's,
     # during a rolling update): ignored, never a dead letter (worker/worker.py, INTERNAL_FORMAT).

@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Literal, NamedTuple
+from typing import Literal, NamedTuple, Protocol
 
 import orjson
 
@@ -23,7 +23,7 @@ from stream_app.models.turn import InferenceMessageDict, TurnDict
 
 _new_tuple = tuple.__new__
 
-TopicKind = Literal["messages", "decisions"]
+TopicKind = str  # an input kind's name (``core/inputs.py``)
 Outcome = Literal["contributed", "duplicate", "dead_lettered"]
 
 
@@ -45,6 +45,32 @@ class SourceRecord(NamedTuple):
     timestamp: float | None = None
 
 
+class Located(Protocol):
+    """A record where it was read: a ``SourceRecord``, or Faust's ``Message`` (a record of
+    the worker's own, or one that is no input of any kind)."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def offset(self) -> int: ...
+    @property
+    def key(self) -> bytes | None: ...
+    @property
+    def value(self) -> bytes | None: ...
+
+
+class Unread(NamedTuple):
+    """A record that is no input of any kind (a replay line that is not a record)."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
 # An ``Origin`` as state and ``<id>-sessions`` write it: a JSON array of its fields in order.
 OriginFields = tuple[str, int, int, str | None, str | None, Encoding]
 
@@ -60,7 +86,7 @@ class Origin(NamedTuple):
     encoding: Encoding
 
     @classmethod
-    def of(cls, record: SourceRecord, value: bytes | None = None) -> Origin:
+    def of(cls, record: Located, value: bytes | None = None) -> Origin:
         """``value``: bytes to carry instead of the record's own (a redacted copy of a value
         the core parsed, so UTF-8 as the original was: the key decides the encoding)."""
         raw_key, raw_value = record.key, record.value if value is None else value

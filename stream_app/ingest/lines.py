@@ -1,8 +1,8 @@
 """An input line as ``stream-app replay`` and ``stream-app publish`` read it.
 
-Each line is ``{"topic": "messages"|"decisions", "key": str|null, "value": V}``; a string V
-is the raw record value, anything else is the value itself. A line's offset is its 0-based
-line number.
+Each line is ``{"topic": <an input kind's name>, "key": str|null, "value": V}`` (the kinds:
+``core/inputs.py``); a string V is the raw record value, anything else is the value itself.
+A line's offset is its 0-based line number.
 """
 
 from __future__ import annotations
@@ -10,8 +10,11 @@ from __future__ import annotations
 import orjson
 
 from stream_app.config import Settings
+from stream_app.core.inputs import INPUTS
 from stream_app.core.records import SourceRecord
 from stream_app.models.json_types import Json
+
+NOT_A_KIND = "topic: must be " + " or ".join(f'"{name}"' for name in INPUTS)
 
 
 def record_value(value: Json) -> bytes:
@@ -66,8 +69,8 @@ def read_line(line: bytes, offset: int, settings: Settings) -> tuple[SourceRecor
         doc = orjson.loads(line)
     except orjson.JSONDecodeError as exc:
         return f"line is not JSON: {exc}"
-    if not isinstance(doc, dict) or doc.get("topic") not in ("messages", "decisions"):
-        return 'topic: must be "messages" or "decisions"'
+    if not isinstance(doc, dict) or doc.get("topic") not in INPUTS:
+        return NOT_A_KIND
     key, value = doc.get("key"), doc.get("value")
     if key is not None and not isinstance(key, str):
         return "key: must be a string or null"

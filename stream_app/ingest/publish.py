@@ -8,11 +8,10 @@ record that breaks the contract is found only later, as a dead letter. So each l
 1. read as ``stream-app replay`` reads it (``ingest/lines.source_record``);
 2. checked by the worker's own intake (``core/intake.py``: size, JSON, schema, limits,
    tenant), so a record refused here is exactly one the worker would dead-letter at intake;
-3. sent, with its original bytes, to ``STREAM_APP_TOPIC_MESSAGES`` or
-   ``STREAM_APP_TOPIC_DECISIONS``, keyed by its session id (``conversationId`` of a message,
-   ``session_id`` of a decision, whatever the line's key says) on the partition Kafka's
-   default partitioner gives that key (murmur2, ``models/topics.partition_for``, the
-   function the worker places sessions with).
+3. sent, with its original bytes, to its kind's topic (``core/inputs.py``), keyed by its
+   session id (``conversationId`` of a message, ``session_id`` of a decision, whatever the
+   line's key says) on the partition Kafka's default partitioner gives that key (murmur2,
+   ``models/topics.partition_for``, the function the worker places sessions with).
 
 A line that fails is reported (line number, field, reason) and skipped, or with ``strict``
 the whole file is refused before anything is sent. Within a partition records go in file
@@ -39,6 +38,7 @@ from stream_app.broker.clients import client_options, no_broker
 from stream_app.config import Settings
 from stream_app.console.wording import counted
 from stream_app.core.fields import near_misses
+from stream_app.core.inputs import INPUTS, MESSAGES
 from stream_app.core.intake import decode
 from stream_app.core.records import SessionMessage, TopicKind
 from stream_app.ingest.lines import source_record
@@ -185,7 +185,7 @@ class Publisher:
 
 @dataclass(slots=True)
 class Published:
-    sent: Counter[str] = field(default_factory=Counter)  # by kind: messages, decisions
+    sent: Counter[str] = field(default_factory=Counter)  # by kind's name
     rejected: list[Rejected] = field(default_factory=list)
     refused: bool = False  # strict, and a line was rejected: nothing was sent
     # Per session sent, whether its last message closes a turn: those that do not wait.
@@ -256,7 +256,7 @@ async def publish(
             result.sent[checked.kind] += 1
             for warning in checked.warnings:
                 on_warning(checked.line, warning)
-            if checked.kind == "messages":
+            if checked.kind == MESSAGES.name:  # whether a session's last message closes
                 result.closed[checked.key.decode()] = checked.closes
         if publisher is not None:
             await publisher.flush()
@@ -288,6 +288,6 @@ def summary(result: Published) -> str:
     sent = result.sent
     return (
         f"stream-app publish: {counted(sent.total(), 'record')} sent "
-        f"({counted(sent['messages'], 'message')}, {counted(sent['decisions'], 'decision')}); "
+        f"({', '.join(counted(sent[kind.name], kind.noun) for kind in INPUTS.values())}); "
         f"{skipped}"
     )

@@ -38,6 +38,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeLogs
 
 from stream_app.core.dead_letter import rejected
+from stream_app.core.inputs import DECISIONS
 from stream_app.core.intake import decode as intake_decode
 from stream_app.core.policy import Policy
 from stream_app.core.records import Origin, Outputs, SessionDecision, SourceRecord
@@ -423,7 +424,7 @@ def _decision_id(harness: AgentHarness, session_id: str, record: LogRecord) -> s
 def _checked_raw(value: bytes, session_id: str, policy: Policy) -> JsonObject:
     """The decision as the decisions topic will read it: the worker's intake must take it;
     its ``raw`` as the intake redacted it (Basic redaction, SPEC §3)."""
-    record = SourceRecord("decisions", "telemetry", 0, 0, session_id.encode(), value)
+    record = SourceRecord(DECISIONS.name, "telemetry", 0, 0, session_id.encode(), value)
     item, outputs = intake_decode(record, policy, 0.0)
     if not isinstance(item, SessionDecision):
         letter = outputs.dead_letters[0] if outputs.dead_letters else None

@@ -227,8 +227,6 @@ def _series() -> dict[Count, Callable[[], Counter] | None]:
         Count.TURNS_CLOSED_EARLY: partial(STATE_EVICTIONS.labels, kind="open_turn"),
         Count.IDENTITIES_FORGOTTEN: partial(STATE_EVICTIONS.labels, kind="identity"),
         Count.FINAL_KEYS_FORGOTTEN: partial(STATE_EVICTIONS.labels, kind="final_key"),
-        Count.RECORDS_MESSAGES: None,  # the worker counts records read by topic
-        Count.RECORDS_DECISIONS: None,
         Count.SESSIONS_IN_STATE: None,  # the worker's is a gauge
         Count.PENDING_REPLACED: None,  # replay's sum of where records went
         Count.HELD_BY_TOO_LARGE: None,  # the dead letter is counted, by reason

@@ -75,7 +75,7 @@ class Routing:
     partition applied in place, and the core would take it for one it had applied."""
 
     sessions_topic: str
-    kinds: dict[str, TopicKind]  # input topic -> the kind of record it carries
+    kinds: dict[str, TopicKind]  # input topic -> the name of its kind (core/inputs.py)
     partitions: int
     owned: set[int] = field(default_factory=set)  # this generation's sessions partitions
     copartitioned: dict[str, bool] = field(default_factory=dict)
@@ -336,9 +336,7 @@ def _forwarded(value: bytes) -> SessionInput | None:
 
 def _origin(msg: Message) -> Origin:
     """The record a dead letter of the worker's own carries (any kind: only its bytes go)."""
-    return Origin.of(
-        SourceRecord("messages", msg.topic, msg.partition, msg.offset, msg.key, msg.value)
-    )
+    return Origin.of(msg)
 
 
 def _processing_error(msg: Message, exc: Exception) -> Outputs:

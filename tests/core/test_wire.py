@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stream_app.core import intake
+from stream_app.core import decoders, intake
 from stream_app.core.policy import Policy
 from stream_app.core.records import SourceRecord
 from tests.factories import ORG, decision
@@ -35,13 +35,13 @@ CLOSE = settings(
 @contextmanager
 def models_only() -> Iterator[None]:
     """``decode`` with the fast path declining every record."""
-    fast = intake._fast_message, intake._fast_decision
-    intake._fast_message = lambda *args: None  # type: ignore[assignment]
-    intake._fast_decision = lambda *args: None  # type: ignore[assignment]
+    fast = decoders._fast_message, decoders._fast_decision
+    decoders._fast_message = lambda *args: None  # type: ignore[assignment]
+    decoders._fast_decision = lambda *args: None  # type: ignore[assignment]
     try:
         yield
     finally:
-        intake._fast_message, intake._fast_decision = fast
+        decoders._fast_message, decoders._fast_decision = fast
 
 
 def record(kind: str, value: bytes) -> SourceRecord:
@@ -61,8 +61,8 @@ def fast(kind: str, value: bytes) -> object:
     try:
         doc = intake._parse(value)
         if kind == "messages":
-            return intake._fast_message(doc, record(kind, value), Counter(), POLICY)
-        return intake._fast_decision(doc, record(kind, value), POLICY)
+            return decoders._fast_message(doc, record(kind, value), Counter(), POLICY)
+        return decoders._fast_decision(doc, record(kind, value), POLICY)
     except Exception as exc:
         return exc
 
