@@ -599,6 +599,9 @@ def _write_folder(
             (building / "metadata").mkdir()
         skips, shared = _stage(read, options, outs, staged, ext == "parquet", progress)
         files = _files(outs, staged, out)
+        for empty in ("data", "metadata"):  # nothing written in them: not there either
+            with contextlib.suppress(OSError):
+                (building / empty).rmdir()
         manifest = _manifest(read, options, source, provenance, outs, files, skips, shared)
         (building / "manifest.json").write_bytes(_dump(manifest))
         (building / "README.md").write_text(card(manifest, options, ext, outs))

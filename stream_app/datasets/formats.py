@@ -240,6 +240,8 @@ class Skips:
     def add(self, key: str | None, reason: SkipReason) -> None:
         self.counts[reason] += 1
         if reason in _NAMED and len(self.listed) < MAX_LISTED:
+            if key is not None:  # a lone surrogate named as its escape: the manifest is UTF-8
+                key = key.encode("utf-8", "backslashreplace").decode("utf-8")
             self.listed.append({"key": key, "reason": reason})
 
     def as_counts(self, form: Format = "chat") -> dict[str, int]:
@@ -341,8 +343,8 @@ def turn_key(key: str) -> tuple[str, str] | None:
     """The (session_id, inference_call_id) a turn key names, or None when it names none."""
     try:
         pair = orjson.loads(key)
-    except (orjson.JSONDecodeError, UnicodeEncodeError):
-        return None
+    except (orjson.JSONDecodeError, UnicodeEncodeError, TypeError):
+        return None  # (TypeError: orjson refuses a str with a lone surrogate)
     if isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, str) for p in pair):
         return pair[0], pair[1]
     return None

@@ -1,0 +1,247 @@
+"""Issue 52: preference data and datasets that load and train without surprises.
+
+Inputs: ``bench/workload.py --verdicts`` (explicit and implicit accepts and rejects, rejects
+retried in forks of their session) run through replay's core, exported, and every row checked
+against the documented shapes (OpenAI's fine-tuning and preference lines, TRL's
+conversational, unpaired-preference and preference rows) and loaded with HF ``datasets``.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from bench.workload import generate
+from stream_app.cli.replay import replay
+from stream_app.config import Settings
+from stream_app.datasets.files import write_dataset
+from stream_app.datasets.formats import SKIPS, Options, read_turn_lines
+from tests.factories import ORG
+
+ROLES = {"system", "user", "assistant", "tool"}
+
+
+@functools.cache
+def verdict_turns(records: int = 6000, sessions: int = 60, seed: int = 52) -> bytes:
+    source = b"".join(orjson.dumps(x) + b"\n" for x in generate(records, sessions, seed, True))
+    turns, dlq = io.BytesIO(), io.BytesIO()
+    replay(io.BytesIO(source).readlines(), Settings(org_id=ORG), turns, dlq)
+    return turns.getvalue()
+
+
+def export(
+    tmp_path: Path, name: str, turns: bytes | None = None, folder: bool = False, **options: Any
+) -> tuple[dict[str, Any], Path]:
+    out = tmp_path / name
+    read = read_turn_lines((turns if turns is not None else verdict_turns()).splitlines())
+    parquet = options.pop("parquet", False)
+    manifest = write_dataset(read, Options(**options), out, "t", folder=folder, parquet=parquet)
+    return dict(manifest), out
+
+
+def lines(path: Path) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in path.read_bytes().splitlines()]
+
+
+def latest(turns: bytes) -> dict[str, dict[str, Any]]:
+    values: dict[str, dict[str, Any]] = {}
+    for line in turns.splitlines():
+        doc = orjson.loads(line)
+        values[doc["key"]] = doc["value"]
+    return values
+
+
+def assert_message(m: dict[str, Any], arguments: type, extra: frozenset[str] = frozenset()) -> None:
+    assert m["role"] in ROLES and isinstance(m["content"], str)
+    assert set(m) <= {"role", "content", "tool_calls", "tool_call_id"} | extra, m
+    for call in m.get("tool_calls", []):
+        assert set(call) == {"id", "type", "function"} and call["type"] == "function"
+        assert set(call["function"]) == {"name", "arguments"}
+        assert isinstance(call["function"]["arguments"], arguments)
+
+
+def test_the_verdict_workload_has_every_kind_of_verdict_and_retries() -> None:
+    kinds: Counter[tuple[bool, bool]] = Counter()
+    for turn in latest(verdict_turns()).values():
+        kinds.update((d["accepted"], d["explicit"]) for d in turn["decisions"])
+    assert all(kinds[k] > 10 for k in [(True, True), (False, True), (True, False), (False, False)])
+    assert any("-retry" in key for key in latest(verdict_turns()))
+    # The default workload is unchanged: every decision an accept (bench figures compare).
+    plain = [x for x in generate(3000, 30, 7) if x["topic"] == "decisions"]
+    assert all(x["value"]["accepted"] for x in plain if isinstance(x["value"], dict))
+
+
+def test_kto_rows_are_trls_unpaired_preference_rows_one_per_turn_with_a_verdict(
+    tmp_path: Path,
+) -> None:
+    manifest, out = export(tmp_path, "kto.jsonl", format="kto")
+    rows = lines(out)
+    metas = lines(tmp_path / "kto.metadata.jsonl")
+    assert len(rows) == len(metas) > 100
+    values = latest(verdict_turns())
+    labels = Counter()
+    for row, meta in zip(rows, metas, strict=True):
+        assert set(row) == {"prompt", "completion", "label"} and isinstance(row["label"], bool)
+        for m in row["prompt"] + row["completion"]:
+            assert_message(m, dict)
+        (completion,) = row["completion"]
+        assert completion["role"] == "assistant" and row["prompt"][-1]["role"] != "assistant"
+        turn = values[orjson.dumps([meta["session_id"], meta["inference_call_id"]]).decode()]
+        explicit = {d["accepted"] for d in turn["decisions"] if d["explicit"]}
+        assert explicit == {row["label"]}  # the explicit verdict, never an implicit one
+        labels[row["label"]] += 1
+    assert labels[True] > 20 and labels[False] > 20
+    assert list(manifest["skipped"]) == [r.value for r in SKIPS["kto"]]
+    assert manifest["skipped"]["no_verdict"] > 0 and manifest["skipped"]["conflicting_verdicts"] > 0
+    # --include-implicit: turns with only implicit verdicts join.
+    more, _ = export(tmp_path, "kto2.jsonl", format="kto", include_implicit=True)
+    assert more["split"]["records"]["train"] > manifest["split"]["records"]["train"]
+    assert more["skipped"]["no_verdict"] < manifest["skipped"]["no_verdict"]
+
+
+def test_dpo_pairs_share_a_prompt_and_live_in_one_split(tmp_path: Path) -> None:
+    manifest, out = export(tmp_path, "dpo.jsonl", format="dpo", eval_fraction=0.3)
+    train, validation = lines(tmp_path / "dpo.train.jsonl"), lines(tmp_path / "dpo.eval.jsonl")
+    rows = train + validation
+    assert len(rows) > 10 and validation
+    prompts: dict[bytes, set[str]] = {}
+    per_prompt: Counter[bytes] = Counter()
+    for split, part in (("train", train), ("eval", validation)):
+        for row in part:
+            assert set(row) == {"prompt", "chosen", "rejected"}
+            (chosen,), (rejected,) = row["chosen"], row["rejected"]
+            assert chosen["role"] == rejected["role"] == "assistant"
+            assert chosen != rejected
+            for m in [*row["prompt"], chosen, rejected]:
+                assert_message(m, dict)
+            key = orjson.dumps(row["prompt"], option=orjson.OPT_SORT_KEYS)
+            prompts.setdefault(key, set()).add(split)
+            per_prompt[key] += 1
+    assert all(len(s) == 1 for s in prompts.values()) and manifest["shared_prompts"] == 0
+    assert max(per_prompt.values()) <= 3
+    for meta in lines(tmp_path / "dpo.train.metadata.jsonl"):
+        assert meta["chosen"]["accepted_explicit"] > 0 and meta["rejected"]["rejected_explicit"] > 0
+    skipped = manifest["skipped"]
+    assert list(skipped) == [r.value for r in SKIPS["dpo"]]
+    assert skipped["unpaired"] > 0 and skipped["identical_responses"] > 0
+    # OpenAI's preference lines: input, preferred_output, non_preferred_output.
+    _, out = export(tmp_path, "dpo-openai.jsonl", format="dpo", profile="openai")
+    for row in lines(out):
+        assert set(row) == {"input", "preferred_output", "non_preferred_output"}
+        assert set(row["input"]) <= {"messages", "tools"}
+        for m in [
+            *row["input"]["messages"],
+            *row["preferred_output"],
+            *row["non_preferred_output"],
+        ]:
+            assert_message(m, str)
+        for tool in row["input"].get("tools", []):
+            assert tool["type"] == "function" and tool["function"]["parameters"] == {
+                "type": "object"
+            }
+
+
+def test_dpo_writes_at_most_three_pairs_a_prompt(tmp_path: Path) -> None:
+    """Five accepted and five rejected answers to one prompt: three pairs, the rest counted."""
+    from stream_app.datasets import formats
+
+    manifest, _ = export(tmp_path, "few.jsonl", format="dpo")
+    assert manifest["skipped"]["pair_limit"] == 0
+    assert formats.MAX_PAIRS == 3
+    base = orjson.loads(verdict_turns().splitlines()[0])
+    out = []
+    for i, accepted in enumerate([True] * 5 + [False] * 5):
+        value = dict(base["value"], inference_call_id=f"c{i}")
+        completing = next(m for m in value["new_messages"] if m["finish_reason"] is not None)
+        messages = [m for m in value["new_messages"] if m is not completing]
+        text = {"type": "text", "content": f"answer {i}"}
+        value["new_messages"] = [*messages, {**completing, "parts": [text]}]
+        value["decisions"] = [
+            {**d, "accepted": accepted, "explicit": True, "decision_id": f"d{i}"}
+            for d in (base["value"]["decisions"] or [_decision()])
+        ][:1]
+        out.append(orjson.dumps({"key": orjson.dumps([f"s{i}", f"c{i}"]).decode(), "value": value}))
+    manifest, path = export(tmp_path, "limit.jsonl", b"\n".join(out), format="dpo")
+    assert len(lines(path)) == 3
+    assert manifest["skipped"]["pair_limit"] == 4
+
+
+def _decision() -> dict[str, Any]:
+    return {
+        "decision_id": "d",
+        "session_id": "s",
+        "org_id": ORG,
+        "user_id": "u",
+        "agent_harness": "claude-code",
+        "file_path": "a.py",
+        "accepted": True,
+        "explicit": True,
+        "interaction_mode": "agent",
+        "commit_sha": None,
+        "call_id": None,
+        "edit_retention_score": None,
+        "observation_delay_ms": None,
+        "occurred_at": "2026-11-29T10:00:00Z",
+        "captured_at": "2026-11-29T10:00:00Z",
+        "raw": {},
+    }
+
+
+def _key(meta: dict[str, Any]) -> str:
+    return orjson.dumps([meta["session_id"], meta["inference_call_id"]]).decode()
+
+
+def test_each_assistant_message_is_a_target_once_in_either_profile(tmp_path: Path) -> None:
+    values = latest(verdict_turns())
+    _, out = export(tmp_path, "openai.jsonl", format="chat")
+    openai, metas = lines(out), lines(tmp_path / "openai.metadata.jsonl")
+    # One example per turn, its own message the one weight 1: every turn's message a
+    # target in exactly one example, earlier ones history (weight 0; assert_message's rule).
+    assert sorted(_key(m) for m in metas) == sorted(values)
+    for row in openai:
+        assert set(row) <= {"messages", "tools"}
+        weights = [m["weight"] for m in row["messages"] if m["role"] == "assistant"]
+        assert weights == [0] * (len(weights) - 1) + [1]
+        for m in row["messages"]:
+            assert_message(m, str, frozenset({"weight"}))
+    _, out = export(tmp_path, "trl.jsonl", format="chat", profile="trl")
+    trl, metas = lines(out), lines(tmp_path / "trl.metadata.jsonl")
+    # One row per session: each assistant message in it is one turn's, each turn in one row.
+    assert len(trl) == len({orjson.loads(k)[0] for k in values})
+    assert sorted(_key(t) for m in metas for t in m["turns"]) == sorted(values)
+    for row, meta in zip(trl, metas, strict=True):
+        assert set(row) == {"messages", "tools"}
+        assistants = [m for m in row["messages"] if m["role"] == "assistant"]
+        assert len(assistants) == len(meta["turns"])
+        for m in row["messages"]:
+            assert_message(m, dict)
+    # Linear in the sessions: far smaller than a history repeated per turn.
+    assert 2 * len(out.read_bytes()) < len((tmp_path / "openai.jsonl").read_bytes())
+
+
+def test_only_accepted_never_makes_a_rejected_message_a_target(tmp_path: Path) -> None:
+    values = latest(verdict_turns())
+
+    def kept(key: str) -> bool:
+        decisions = values[key]["decisions"]
+        return any(d["accepted"] and d["explicit"] for d in decisions) and all(
+            d["accepted"] for d in decisions
+        )
+
+    manifest, out = export(tmp_path, "openai.jsonl", format="chat", only_accepted=True)
+    metas = lines(tmp_path / "openai.metadata.jsonl")
+    assert metas and all(kept(_key(m)) for m in metas)
+    assert manifest["skipped"]["not_accepted"] == len(values) - len(metas)
+    for row in lines(out):  # the one target is the turn's; every other assistant weight 0
+        assert [m["weight"] for m in row["messages"] if m["role"] == "assistant"][-1] == 1
+    manifest, out = export(tmp_path, "trl.jsonl", format="chat", profile="trl", only_accepted=True)
+    metas = lines(tmp_path / "trl.metadata.jsonl")
+    for row, meta in zip(lines(out), metas, strict=True):
+        # Every assistant message of a TRL row is a target: each one an accepted turn's.
+        assert all(kept(_key(t)) for t in meta["turns"])
+        assert len([m for m in row["messages"] if m["role"] == "assistant"]) == len(meta["turns"])
