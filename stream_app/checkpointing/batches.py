@@ -80,12 +80,15 @@ class BatchStateError(RuntimeError):
 
 
 class Forward(NamedTuple):
-    """A decoded input on its way to its session's partition of ``<id>-sessions``."""
+    """A decoded input on its way to its session's partition of ``<id>-sessions`` (or, with
+    ``topic``, a record on its way to that topic: a decision translated from the agents'
+    telemetry, to the decisions topic)."""
 
     key: bytes
     value: bytes
     partition: int
     timestamp: float  # the input record's, for the turn latency histogram
+    topic: str | None = None  # None: <id>-sessions
 
 
 class Emitted(NamedTuple):
