@@ -40,9 +40,9 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from faust.types import Message
 
@@ -51,6 +51,7 @@ from stream_app.core.records import Outputs
 from stream_app.observability import logs
 from stream_app.runtime.slices import Slices, let_go
 from stream_app.state.sessions import Snapshot, TableSessions
+from stream_app.state.tables import KeyPartitionedTable
 
 IN_FLIGHT = 4  # sealed batches being sent at once before the agent waits for the oldest
 
@@ -125,14 +126,14 @@ def until_due(began: float, now: float, interval: float) -> float:
     return max(0.0, began + interval - now)
 
 
-Send = Callable[[Batch], Awaitable[list[Awaitable[Any]]]]  # hands a batch to the producer
+Send = Callable[[Batch], Awaitable[Sequence[Awaitable[object]]]]  # hands a batch to the producer
 
 
 class Checkpoints:
     def __init__(
         self,
         store: TableSessions,
-        tables: list[Any],
+        tables: list[KeyPartitionedTable],
         consumer: Consumer,
         send: Send,
         observe: Callable[[Batch], None],

@@ -17,7 +17,7 @@ R1  Deliver exactly the expected offset, else seek back. Each partition an agent
     partition be sought back to the expected offset, and the rest of that fetch of the
     partition is dropped as stale.
 R2  An acknowledgement counts only for an event the agent has marked ``applied``, in the
-    consumer generation it was fetched in. Any other is dropped: its partition is read
+    consumer generation it was fetched in. Every other is dropped: its partition is read
     again from the committed offset, and the event comes again.
 R3  A commit walks from the committed offset: what may be committed is the end of the run
     of acknowledged or absent offsets that starts exactly there. Nothing known committed,
@@ -98,11 +98,12 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterator, Mapping
-from typing import Any, ClassVar, cast
+from typing import ClassVar, TypeVar, cast
 from weakref import WeakKeyDictionary, WeakSet
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import IllegalStateError, KafkaError
+from aiokafka.structs import ConsumerRecord
 from faust.exceptions import ConsumerNotStarted
 from faust.tables.manager import TableManager
 from faust.transport.drivers import aiokafka as faust_aiokafka
@@ -113,6 +114,8 @@ from mode import ServiceT
 from stream_app.observability import logs, metrics
 from stream_app.runtime.slices import Slices
 from stream_app.state.tables import KeyPartitionedTable
+
+_Record = TypeVar("_Record")  # a fetched record, as the fetcher gives it
 
 # At most this many records of a partition delivered as one (R8). The agent applies a run
 # without giving the event loop back, so a run is kept to about a slice (``runtime/slices.py``):
@@ -143,7 +146,7 @@ class RunScheduler(DefaultSchedulingStrategy):
     Faust's own takes one record of each partition in turn, which leaves no run to deliver.
     """
 
-    def iterate(self, records: Mapping[TP, list[Any]]) -> Iterator[tuple[TP, Any]]:
+    def iterate(self, records: Mapping[TP, list[_Record]]) -> Iterator[tuple[TP, _Record]]:
         """R8: up to ``RUN_RECORDS`` of each partition in turn, so a fetch yields whole
         runs and no partition waits for another's backlog."""
         start = 0
@@ -168,7 +171,7 @@ class ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
     #: How long a seek may wait for the consumer thread before it raises (R11).
     seek_timeout_s: ClassVar[float] = 30.0
 
-    def _create_worker_consumer(self, transport: Any) -> AIOKafkaConsumer:
+    def _create_worker_consumer(self, transport: faust_aiokafka.Transport) -> AIOKafkaConsumer:
         """R12: Faust passes 1,500 ms; the test broker holds every fetch for all of its
         wait, which is latency on every hop."""
         consumer = super()._create_worker_consumer(transport)
@@ -183,7 +186,7 @@ class ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
         active_partitions: set[TP],
         timeout: float | None = None,
         max_records: int | None = None,
-    ) -> Mapping[TP, list[Any]]:
+    ) -> Mapping[TP, list[ConsumerRecord[bytes, bytes]]]:
         """R15: up to ``FETCH_SHARE`` records of each partition that has records buffered,
         all in one fetch; ``max_records`` (Faust's ``broker_max_poll_records``) still
         bounds the whole.
@@ -202,7 +205,7 @@ class ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
         if not active_partitions:  # a client's consumer (None), or nothing to fetch
             return await fetch(consumer, active_partitions, timeout, max_records)
         left = max_records
-        taken: dict[TP, list[Any]] = {}
+        taken: dict[TP, list[ConsumerRecord[bytes, bytes]]] = {}
         got = await fetch(consumer, active_partitions, timeout, _share(left))
         while got:
             taken.update(got)  # a partition is asked again only in the next fetch
@@ -348,7 +351,7 @@ class Consumer(faust_aiokafka.Consumer):
     #: Partitions whose broker's log end contradicted their fetches -> since when (R14).
     _contradicted: dict[TP, float]
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)
         self._applied = WeakSet()
         self._runs = WeakKeyDictionary()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 #: The packages whose private names are pinned: Faust, the service library it is built
 #: on, the Kafka client under it, and the web server under its web driver.
@@ -324,7 +324,7 @@ PINS: tuple[Pin, ...] = (
 )
 
 
-def signature(function: Callable[..., Any]) -> str:
+def signature(function: Callable[..., object]) -> str:
     """A function's parameters without annotations: what an override must accept, and
     stable whatever the annotations' spelling."""
     sig = inspect.signature(function)

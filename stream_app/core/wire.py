@@ -16,7 +16,7 @@ unknown fields are ignored on messages and refused on decisions, and ids carry t
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import msgspec
 
@@ -24,10 +24,15 @@ from stream_app.core.limits import MAX_ID_CHARS
 
 Id = Annotated[str, msgspec.Meta(max_length=MAX_ID_CHARS)]
 
+if TYPE_CHECKING:
+    from stream_app.models.json_types import Json as AnyJson
+else:  # msgspec takes any value as ``object``; the documents it converts are JSON (orjson's)
+    AnyJson = object
+
 
 class ToolResultStruct(msgspec.Struct, frozen=True):
     toolCallId: Id
-    result: Any
+    result: AnyJson
 
 
 class ContentPartStruct(msgspec.Struct, frozen=True):
@@ -39,7 +44,7 @@ class ContentPartStruct(msgspec.Struct, frozen=True):
 class ToolCallStruct(msgspec.Struct, frozen=True):
     id: Id
     name: str
-    arguments: str | dict[str, Any] | None = None
+    arguments: str | dict[str, AnyJson] | None = None
 
 
 class MessageStruct(msgspec.Struct, frozen=True):
@@ -73,6 +78,6 @@ class DecisionStruct(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     edit_retention_score: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)] | None
     observation_delay_ms: Annotated[int, msgspec.Meta(ge=0)] | float | None
     occurred_at: str
-    raw: dict[str, Any]
+    raw: dict[str, AnyJson]
     org_id: str | None = None
     captured_at: str | None = None

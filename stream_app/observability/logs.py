@@ -7,7 +7,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TextIO
 
 import orjson
 
@@ -37,9 +37,9 @@ class _EventFormatter(logging.Formatter):
         return f"{format_utc(record.created)} {record.levelname:<7} {record.getMessage()} {pairs}"
 
 
-def configure(stream: Any = None) -> None:
+def configure(stream: TextIO | None = None) -> None:
     """Send event lines to stderr (JSON unless it is a terminal), apart from library logs."""
-    stream = stream or sys.__stderr__
+    stream = stream or sys.__stderr__ or sys.stderr
     handler = logging.StreamHandler(stream)
     handler.setFormatter(_EventFormatter(as_json=not stream.isatty()))
     _logger.handlers[:] = [handler]
@@ -128,7 +128,7 @@ class OneLineFormatter(logging.Formatter):
         if not self.as_json:
             text = self.terminal.format(record)
             return f"{text} ({suppressed} like it suppressed)" if suppressed else text
-        doc: dict[str, Any] = {
+        doc: dict[str, str | int] = {
             "ts": format_utc(record.created),
             "level": record.levelname.lower(),
             "logger": record.name,

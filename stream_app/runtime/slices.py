@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from collections.abc import Collection
 
 # The longest one task keeps the event loop before giving it back. The agent, the drain
 # loop and a checkpoint may each use a slice in one turn of the loop, and a timer due meanwhile
@@ -35,7 +35,7 @@ class Slices:
             self._since = time.perf_counter()
 
 
-async def let_go(*collections: list[Any] | set[Any] | dict[Any, Any]) -> None:
+async def let_go(*collections: Collection[object]) -> None:
     """Empties ``collections`` an item at a time, giving the loop back every slice: freeing
     thousands of records, outputs or events in one step would hold the loop."""
     pause = Slices()
@@ -43,6 +43,8 @@ async def let_go(*collections: list[Any] | set[Any] | dict[Any, Any]) -> None:
         while items:
             if isinstance(items, dict):
                 items.popitem()
-            else:
+            elif isinstance(items, list | set):
                 items.pop()
+            else:
+                raise TypeError(f"let_go empties lists, sets and dicts, not {type(items)}")
             await pause()

@@ -123,7 +123,7 @@ class Server(web.Server):
         request_factory: RequestFactory,
         handler_cancellation: bool,
         limits: Limits,
-        **options: Any,
+        **options: Any,  # aiohttp's, for each connection's RequestHandler
     ) -> None:
         self.event_loop = asyncio.get_running_loop()
         self.limits = limits
@@ -212,6 +212,6 @@ class Runner(web.AppRunner):
 class Web(faust_aiohttp.Web):
     """Faust's aiohttp driver, whose application runs through :class:`Runner`."""
 
-    def __init__(self, app: AppT, **kwargs: Any) -> None:
+    def __init__(self, app: AppT, **kwargs: object) -> None:
         super().__init__(app, **kwargs)
         self._runner = Runner(self.web_app, access_log=None)  # as Faust makes its own

@@ -96,7 +96,7 @@ _SCHEME_WORDS = frozenset({"bearer", "basic", "digest", "key", "apikey", "oauth"
 _KEY_NAME = re.compile(
     r"(?:^|[^a-z0-9])(?:id_(?:rsa|dsa|ecdsa|ed25519)(?:_sk)?|(?:tls|ssl)\.key|[\w.-]*\.ppk)$"
 )
-# Any other ``*.key`` or ``*key.pem``: may be a key file or an object's key (``s3.key``), so
+# Every other ``*.key`` or ``*key.pem``: may be a key file or an object's key (``s3.key``), so
 # only a value that looks like key material goes (see _looks_like_key).
 _KEY_FILE = re.compile(r"(?:^|[^a-z0-9])[\w-]*(?:\.key|key\.pem)$")
 _ORDINARY, _SECRET, _TOKENISH, _MATERIAL = 0, 1, 2, 3

@@ -157,7 +157,7 @@ _ARG_WORD = re.compile(r"(?:[^\s\"'`\\\[\]{}()<>]|\[REDACTED\])+")
 def _command_line(args: list[str | None]) -> dict[int, str]:
     """What redaction takes out of an argument list (``["mysql", "-u", "app",
     "--password", "…"]``) read as one command line, by index: the rules of a command's
-    place and of a flag's name see each argument beside the ones before it. Any other
+    place and of a flag's name see each argument beside the ones before it. Every other
     argument (a space, a quote or a bracket in it) stands in the line as one word, and
     goes whole if that word goes; ``None`` (not a string) is never taken."""
     words = [a if a and _ARG_WORD.fullmatch(a) else "_" for a in args]
