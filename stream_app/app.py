@@ -6,10 +6,10 @@ worker owns everything of a session; a record already on its session's partition
 applied where it is (``worker.Routing``). A session's state lives in four tables:
 ``sessions`` (heads), ``entries``, ``turn_bodies`` and ``decisions`` (the collapse), laid
 out so that a checkpoint writes what changed (``state/entries.py``); a fifth, ``due``,
-names the sessions by when a turn of theirs goes final (``state/due.py``), whose final
-records a checkpoint writes once it holds their closing (``worker/final_records.py``); a sixth,
-``final_keys``, remembers the turns that went final beyond their sessions
-(``state/final_keys.py``).
+files each session at its next instant, when a turn of it goes final or it expires
+(``state/due.py``); a checkpoint writes the final records of the turns that closed once it
+holds their closing (``worker/final_records.py``); a sixth, ``final_keys``, remembers the
+turns that went final beyond their sessions (``state/final_keys.py``).
 
 Each event the agent receives stands for a run of consecutive records of one partition
 (``Consumer.delivered``): Faust's per-event path then costs once per run. Records are
@@ -47,7 +47,6 @@ from stream_app.checkpointing.consumer import (
 )
 from stream_app.config import Settings, load_settings
 from stream_app.core import finality
-from stream_app.core.inputs import DECISIONS
 from stream_app.models.topics import partition_for
 from stream_app.observability import logs, metrics
 from stream_app.runtime import allocator
@@ -65,10 +64,9 @@ from stream_app.state.sessions import session_of
 from stream_app.state.tables import KeyPartitionedTable
 from stream_app.worker import reachability, web_server
 from stream_app.worker.final_records import Finalizer
-from stream_app.worker.otlp_receiver import OtlpReceiver
 from stream_app.worker.pipeline import Pipeline
 from stream_app.worker.web_auth import guard_faust_views, requires_token
-from stream_app.worker.worker import SWEEP, TICK, Outbox, Routing, Worker
+from stream_app.worker.worker import TICK, Outbox, Routing, Worker
 
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4"  # aiohttp adds the charset itself
 LAG_PROBE_SECONDS = 0.05
@@ -144,13 +142,8 @@ def create_app(settings: Settings) -> faust.App:
         sessions_topic=f"{settings.id}-sessions",
         kinds=settings.input_topics(),  # the input kinds (core/inputs.py) by their topics
         partitions=partitions,
-        # The agents' telemetry, translated into decisions on the decisions topic (SPEC §10).
-        telemetry_topic=settings.topic_telemetry,
-        decisions_topic=settings.topic_of(DECISIONS.name),
     )
-    records = topic(  # made if missing
-        *routing.kinds, settings.topic_telemetry, routing.sessions_topic, internal=True
-    )
+    records = topic(*routing.kinds, routing.sessions_topic, internal=True)  # made if missing
     sessions = topic(routing.sessions_topic, internal=True)
     turns = topic(settings.topic_turns, compacting=True)
     dead_letters = topic(settings.topic_dlq)
@@ -181,6 +174,7 @@ def create_app(settings: Settings) -> faust.App:
         policy.max_state_record_bytes,
         due,
         policy,
+        finality.Timing(policy),
         partitions,
         TableFinalKeys(final_keys, partitions),
     )
@@ -230,18 +224,13 @@ def create_app(settings: Settings) -> faust.App:
             raise
 
     # -- timers ----------------------------------------------------------------------
-    @app.timer(settings.sweep_interval_seconds, on_leader=True)  # type: ignore[untyped-decorator]
-    async def request_sweeps() -> None:
-        """Expiry is checked on every record of a session; this catches the idle ones."""
-        for partition in range(partitions):
-            await sessions.send(key=None, value=SWEEP, partition=partition, headers=worker.headers)
-
     @app.timer(settings.final_tick_seconds, on_leader=True)  # type: ignore[untyped-decorator]
     async def request_ticks() -> None:
-        """Turns go final on the worker's clock, although their session may never receive
-        another record: the owner of each sessions partition reads its due index at each
-        tick, in order with the partition's records (``worker.TICK``). Each carries its
-        format (``worker.INTERNAL_FORMAT``): a worker of an older release ignores it."""
+        """The one timer: turns go final and idle sessions expire on the worker's clock,
+        although their session may never receive another record. The owner of each sessions
+        partition reads its due index up to now at each tick, in order with the partition's
+        records (``worker.TICK``). Each carries its format (``worker.INTERNAL_FORMAT``): a
+        worker of an older release ignores it."""
         for partition in range(partitions):
             await sessions.send(key=None, value=TICK, partition=partition, headers=worker.headers)
 
@@ -274,34 +263,6 @@ def create_app(settings: Settings) -> faust.App:
     @app.timer(reachability.WATCH_INTERVAL)  # type: ignore[untyped-decorator]
     async def watch_broker() -> None:
         await watch.check()
-
-    # -- the agents' telemetry in: POST /v1/logs (worker/otlp_receiver.py) -------------
-    async def to_telemetry(record: bytes) -> None:
-        """The request's record on the telemetry topic, returning once the broker has it."""
-        if not watch.reachable:
-            raise ConnectionError("no broker answers")
-        acknowledged = await app.producer.send(
-            settings.topic_telemetry,
-            key=None,
-            value=record,
-            partition=None,
-            timestamp=None,
-            headers=None,
-        )
-        await acknowledged
-
-    def observe_request(outcome: str, log_records: int) -> None:
-        metrics.OTLP_REQUESTS.labels(outcome=outcome).inc()
-        if outcome == "accepted":
-            metrics.OTLP_LOG_RECORDS.inc(log_records)
-
-    receiver = OtlpReceiver(
-        to_telemetry,
-        token=settings.web_token,
-        max_body_bytes=settings.max_record_bytes,
-        observe=observe_request,
-    )
-    receiver.add_route(cast(Any, app.web).web_app)  # answers while tables recover
 
     # -- pages -----------------------------------------------------------------------
     @app.page("/health")
@@ -352,7 +313,7 @@ def create_app(settings: Settings) -> faust.App:
     @app.on_partitions_assigned.connect  # type: ignore[arg-type]
     async def on_assigned(app: faust.App, assigned: set[TP], **kwargs: object) -> None:
         routing.assigned(assigned)
-        worker.assigned()  # what the last sweeps found waiting, of the partitions kept
+        worker.assigned()  # what the last ticks found waiting, of the partitions kept
         store.forget_all()  # partitions may have moved and back: the tables rule
         if not routing.copartitioned:
             # Asked once: which path a record takes must never change for a topic.

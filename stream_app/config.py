@@ -117,9 +117,6 @@ class Settings(BaseSettings):
     topic_dlq: str = Field("turns.dlq", min_length=1)
     # Each turn once, when nothing can revise it any more (SPEC §8, worker/final_records.py).
     topic_final: str = Field("turns.final", min_length=1)
-    # The agents' OpenTelemetry logs (SPEC §10): OTLP requests, as the Collector's Kafka
-    # exporter writes them (its default topic) and POST /v1/logs writes them.
-    topic_telemetry: str = Field("otlp_logs", min_length=1)
     partitions: int = Field(4, ge=1)
     replication_factor: int = Field(1, ge=1)
     session_ttl_seconds: float = Field(24 * 3600.0, gt=0)
@@ -146,9 +143,8 @@ class Settings(BaseSettings):
     batch_max_records: int = Field(1000, ge=1)
     read_ahead_records: int = Field(25_600, ge=100)
     commit_interval_ms: int = Field(1000, ge=0)
-    sweep_interval_seconds: float = Field(60.0, gt=0)
     # Pending messages and waiting decisions older than this are counted and logged by the
-    # sweep (``core/waiting.py``).
+    # tick (``core/waiting.py``).
     waiting_warn_seconds: float = Field(300.0, gt=0)
     # How often the owner of each sessions partition looks for turns due to go final.
     final_tick_seconds: float = Field(1.0, gt=0)
@@ -337,6 +333,14 @@ _KAFKA_WORDS = {
 } | {"KAFKA": "BROKER_URL", "KAFKA_URL": "BROKER_URL"}
 
 
+# Settings a release no longer has, with why: a deployment that still sets one is told
+# (``setting_ignored``), never refused.
+RETIRED = {
+    "SWEEP_INTERVAL_SECONDS": "idle sessions expire at the tick now, every "
+    "STREAM_APP_FINAL_TICK_SECONDS (issue 50)",
+}
+
+
 def unknown_variables(environ: Mapping[str, str]) -> list[str]:
     """A line for each ``STREAM_APP_*`` variable that is no setting, with the closest one.
 
@@ -348,6 +352,9 @@ def unknown_variables(environ: Mapping[str, str]) -> list[str]:
         upper = variable.upper()
         suffix = upper.removeprefix("STREAM_APP_")
         if suffix == upper or suffix.lower() in Settings.model_fields:
+            continue
+        if (why := RETIRED.get(suffix)) is not None:
+            lines.append(f"{variable} is no longer a setting and is ignored: {why}")
             continue
         close = _KAFKA_WORDS.get(suffix) or next(
             iter(difflib.get_close_matches(suffix, known, n=1, cutoff=0.6)), None

@@ -112,8 +112,9 @@ class Run:
     def dec(self, value: Any, key: bytes | None = None) -> Outputs:
         return self.feed("decisions", value, key)
 
-    def sweep(self) -> Outputs:
-        out = self.pipeline.sweep()
+    def tick(self) -> Outputs:
+        """The worker's one timer, at ``now``: every session whose next instant has come."""
+        out = self.pipeline.tick()
         self.outputs.append(out)
         return out
 

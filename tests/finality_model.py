@@ -1,7 +1,8 @@
 """The worker's path to the final topic, without Faust or a broker, for the tests of SPEC §8.
 
 ``ModelWorker`` is what the worker does with a partition's records: the core applies them
-in place (``Pipeline``, closed turns kept in the state), ticks read the due index
+in place (``Pipeline``, closed turns kept in the state), ticks read the due index, the one
+timer
 (``IndexedSessions``), and a checkpoint seals the sessions, writes them to the tables, has
 ``Finalizer`` write the final records of the turns it closed, and only then commits the
 offsets applied. The tables are dicts that outlive a worker, the topics lists; a crash is
@@ -18,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from stream_app.core import finality
 from stream_app.core.policy import Policy
 from stream_app.core.records import FinalTurn, Outputs, SourceRecord
 from stream_app.state.due import IndexedSessions, OrderedKeys
@@ -115,6 +117,7 @@ class ModelWorker:
             policy.max_state_record_bytes,
             t.due,
             policy,
+            finality.Timing(policy),
             final_keys=TableFinalKeys(t.final_keys, partitions=1),
         )
         self.pipeline = Pipeline(policy, self.store, clock=lambda: clock[0], finals_now=False)
@@ -138,11 +141,6 @@ class ModelWorker:
 
     def tick(self) -> None:
         self._emit(self.pipeline.tick(0))
-
-    def sweep(self) -> None:
-        """The minute sweep: expires the sessions the due index does not name (those with
-        only decisions or messages waiting)."""
-        self._emit(self.pipeline.sweep())
 
     def checkpoint(self) -> None:
         asyncio.run(self._checkpoint())

@@ -47,7 +47,7 @@ def test_every_setting_is_read_from_its_variable(monkeypatch: pytest.MonkeyPatch
         "FETCH_MAX_WAIT_MS": "20",
         "BATCH_MAX_RECORDS": "100",
         "COMMIT_INTERVAL_MS": "250",
-        "SWEEP_INTERVAL_SECONDS": "5",
+        "FINAL_TICK_SECONDS": "5",
         "WEB_HOST": "10.0.0.7",
         "WEB_BIND": "127.0.0.1",
     }
@@ -237,3 +237,16 @@ def test_the_worker_logs_an_unknown_variable_as_an_event_line() -> None:
     assert "did you mean STREAM_APP_BROKER_URL?" in event["warning"]
     assert error == "stream-app: STREAM_APP_PARTITIONS: must be 1 or more (got '0')"
     assert done.returncode == 2
+
+
+def test_the_retired_sweep_interval_is_a_warning_not_a_crash(
+    monkeypatch: pytest.MonkeyPatch, warnings: list[str]
+) -> None:
+    """Issue 50: the sweep went (the tick expires idle sessions); a deployment that still
+    sets its interval is told, and starts."""
+    monkeypatch.setenv("STREAM_APP_SWEEP_INTERVAL_SECONDS", "60")
+    load_settings(warn=warnings.append)
+    assert warnings == [
+        "STREAM_APP_SWEEP_INTERVAL_SECONDS is no longer a setting and is ignored: idle "
+        "sessions expire at the tick now, every STREAM_APP_FINAL_TICK_SECONDS (issue 50)"
+    ]

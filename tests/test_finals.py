@@ -3,6 +3,7 @@ turn once on the final topic whatever the interleaving, the redeliveries and the
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import random
 from typing import Any
@@ -15,11 +16,11 @@ from hypothesis import strategies as st
 from stream_app.cli.replay import FinalLines
 from stream_app.core.policy import Policy
 from stream_app.core.records import SourceRecord
-from stream_app.state.due import bound, due_key
+from stream_app.state.due import OrderedKeys, bound, due_key
 from stream_app.state.memory import MemorySessions
 from tests.contracts import assert_valid_turn
 from tests.factories import ORG, assistant, decision, message, tool_call
-from tests.finality_model import ModelWorker, Stopped, Tables, final_records
+from tests.finality_model import DictTable, ModelWorker, Stopped, Tables, final_records
 
 T0 = 1_767_261_600.0  # 2026-01-01T10:00:00Z
 MESSAGES, DECISIONS = "llm.messages", "developer.decisions"
@@ -151,7 +152,10 @@ def test_a_final_written_before_a_crash_is_written_again_identical_and_only_then
         records = final_records(tables)
         assert len(records) == 3, stop_at
         assert all(len(versions) == 1 for versions in records.values()), stop_at
-        assert finals_left(tables) == 0 and tables.due.data == {}, stop_at
+        assert finals_left(tables) == 0, stop_at
+        # What is left of the index is each session's expiry: no instant of a turn.
+        expiry = [due_key(T0 + policy.session_ttl_seconds, f"s{n}") for n in range(3)]
+        assert sorted(tables.due.data) == expiry, stop_at
         repeats.add(len(tables.finals) - 3)
     assert repeats >= {0, 1, 2, 3}  # some stops fell between a final's write and its drop
 
@@ -334,7 +338,6 @@ def run_schedule(
     clock[0] += policy.late_decision_window_seconds + policy.session_ttl_seconds + 1
     for _ in range(3):  # close, write the finals, write the drops
         worker.tick()
-        worker.sweep()
         worker.checkpoint()
     return tables
 
@@ -453,9 +456,9 @@ def test_a_tick_reads_its_limit_of_the_sessions_due_oldest_first_and_says_what_i
     while True:
         out = pipeline.tick(0, limit=2)
         closed.append(out.counts["turns_closed"])
-        if not pipeline.more_due:
+        if not pipeline.more_reached:
             break
-        assert pipeline.waiting == 2 + worker.store.due_left
+        assert pipeline.waiting == 2 + worker.store.reached_left
         worker.checkpoint()  # the finals written; the next checkpoint moves the keys on
         worker.checkpoint()
     worker.checkpoint()
@@ -466,3 +469,96 @@ def test_a_tick_reads_its_limit_of_the_sessions_due_oldest_first_and_says_what_i
         {"a2", "a3"},
         ["a4"],
     ]
+
+
+class CountedReads:
+    """Counts the records a table hands out: each value got, each item and key listed."""
+
+    def __init__(self, tables: Tables) -> None:
+        self.reads = 0
+        for table in (tables.heads, tables.entries, tables.bodies, tables.due, tables.final_keys):
+            self._count(table)
+
+    def _count(self, table: DictTable) -> None:
+        get, items_from, keys_between = table.get, table.items_from, table.keys_between
+
+        def counted_get(key: bytes) -> bytes | None:
+            value = get(key)
+            self.reads += value is not None
+            return value
+
+        def counted_items(partition: int, prefix: bytes) -> list[tuple[bytes, bytes]]:
+            items = items_from(partition, prefix)
+            self.reads += len(items)
+            return items
+
+        def counted_keys(
+            partition: int, low: bytes, high: bytes, limit: int | None = None
+        ) -> list[bytes]:
+            keys = keys_between(partition, low, high, limit)
+            self.reads += len(keys)
+            return keys
+
+        table.get = counted_get  # type: ignore[method-assign]
+        table.items_from = counted_items  # type: ignore[method-assign]
+        table.keys_between = counted_keys  # type: ignore[method-assign]
+
+
+def idle_sessions(n: int, policy: Policy) -> Tables:
+    """``n`` sessions written, each a user message waiting and no turn, s<i> last seen at
+    T0 + i: one written by a worker, the rest its copies under other ids."""
+    clock, tables = [T0], Tables()
+    worker = ModelWorker(tables, policy, clock)
+    worker.apply(record(MESSAGES, 0, message("s0", message_id="u0")))
+    worker.checkpoint()
+    head = orjson.loads(tables.heads.data.pop(b"s0"))
+    ((entry_key, entry),) = tables.entries.data.items()
+    tables.entries.data.clear()
+    tables.due.data.clear()
+    tables.due.order = OrderedKeys()
+    for i in range(n):
+        sid = f"s{i}"
+        last_seen = T0 + i
+        at = last_seen + policy.session_ttl_seconds
+        doc = {**head, "session_id": sid, "last_seen": last_seen, "due": at}
+        tables.heads.data[sid.encode()] = orjson.dumps(doc)
+        tables.entries.data[entry_key.replace(b'"s0"', orjson.dumps(sid))] = entry
+        tables.due.data[due_key(at, sid)] = b""
+    tables.due.order = OrderedKeys(tables.due.data)
+    return tables
+
+
+def test_a_tick_reads_the_sessions_reached_not_the_100000_idle_sessions_held() -> None:
+    """Issue 50 item 1: a timer pass used to include a sweep that read every head of a
+    partition (100,000 reads for 100,000 idle sessions, each minute); the tick, the one
+    timer now, reads the index up to now and the sessions it names: here the 5 sessions
+    whose idle time has passed, each its index key, head and entry (15 reads)."""
+    policy = Policy(org_id=ORG, session_ttl_seconds=600.0)
+    tables = idle_sessions(100_000, policy)
+    clock = [T0 + policy.session_ttl_seconds + 4.5]  # s0 to s4 idle past their time
+    worker = ModelWorker(tables, policy, clock)
+    counted = CountedReads(tables)
+    worker.tick()
+    print(f"store reads in a tick of 100,000 idle sessions: {counted.reads}")
+    assert counted.reads == 5 * 3
+    worker.checkpoint()
+    assert len(tables.heads.data) == 100_000 - 5
+    assert worker.tables.turns == [] and tables.due.data.keys() >= {
+        due_key(T0 + 5 + policy.session_ttl_seconds, "s5")
+    }
+    counted.reads = 0
+    worker.tick()  # nothing reached since
+    assert counted.reads == 0
+
+
+def test_a_head_that_does_not_read_is_filed_for_the_tick_which_lets_it_go() -> None:
+    """What the sweep did for a garbage head (read it as absent and delete it, never stop)
+    the tick does: the assignment's pass files it at once."""
+    policy = Policy(org_id=ORG)
+    tables = idle_sessions(2, policy)
+    tables.heads.data[b"s1"] = b"\x00 not json"
+    worker = ModelWorker(tables, policy, [T0])
+    asyncio.run(worker.store.index_held([0], T0))
+    worker.tick()
+    worker.checkpoint()
+    assert set(tables.heads.data) == {b"s0"}

@@ -34,7 +34,7 @@ from stream_app.core.collapse import (
 from stream_app.core.completion import render_completion
 from stream_app.core.counts import Count
 from stream_app.core.dead_letter import dead_letter, turn_too_large
-from stream_app.core.expiry import due, expire
+from stream_app.core.expiry import expire, expiring
 from stream_app.core.policy import Policy
 from stream_app.core.records import (
     Origin,
@@ -73,7 +73,7 @@ def apply(
     record under it must never be made, so the message is a duplicate."""
     out = Outputs() if out is None else out
     writes = CollapseWrites()
-    if state is not None and due(state, policy, now):
+    if state is not None and expiring(state, policy, now):
         state, expired = expire(state, policy, now)
         if state is None or expired.counts[Count.SESSIONS_EXPIRED]:
             writes.forget = True

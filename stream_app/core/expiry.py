@@ -16,30 +16,15 @@ from stream_app.core.session import SessionState
 from stream_app.models.dead_letter import Reason
 
 
-def due(state: SessionState, policy: Policy, now: float) -> bool:
-    """Whether ``expire`` would change anything (``now`` past ``state_due_at``): checked
-    on every record, so spelled out rather than through ``due_at``."""
+def expiring(state: SessionState, policy: Policy, now: float) -> bool:
+    """Whether ``expire`` would change anything at ``now`` (past the session's idle time or
+    its oldest turn's window): checked on every record, so spelled out rather than through
+    ``finality.next_at``, which also weighs closed turns."""
     if now > state.last_seen + policy.session_ttl_seconds:
         return True
     for oldest in state.turns.values():
         return now > oldest.emitted_at + policy.late_decision_window_seconds
     return False
-
-
-def state_due_at(state: SessionState, policy: Policy) -> float:
-    """``due_at`` of a decoded state."""
-    oldest = next(iter(state.turns.values()), None)
-    return due_at(state.last_seen, None if oldest is None else oldest.emitted_at, policy)
-
-
-def due_at(last_seen: float, oldest_emitted: float | None, policy: Policy) -> float:
-    """The instant after which ``expire`` changes a session: the end of its idle time, or
-    its oldest turn leaving the late-decision window, whichever comes first. A sweep asks
-    this of every session it holds, from two numbers rather than the decoded state."""
-    at = last_seen + policy.session_ttl_seconds
-    if oldest_emitted is not None:
-        at = min(at, oldest_emitted + policy.late_decision_window_seconds)
-    return at
 
 
 def expire(state: SessionState, policy: Policy, now: float) -> tuple[SessionState | None, Outputs]:

@@ -21,12 +21,14 @@ in whatever order they come; a crash after it finds the closed turn in the state
 writes the same record again. So a turn's final record is written once, and the only
 repeat is the identical record. Replay, with nothing to crash, writes finals at once.
 
-The due index (``due``): a session's next instant at which a tick has work to do for it.
+A session's next instant (``next_at``): the earliest of its turns' windows and its own
+expiry, by which a store files it for the tick (``state/due.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import cast
 
 from stream_app.core.policy import Policy
@@ -83,24 +85,43 @@ def spent(state: SessionState) -> bool:
     return not state.applied and not state.closed and not state.turns
 
 
-def due(state: SessionState, policy: Policy) -> float | None:
-    """The instant from which a tick has work for the session (None: none): at once for a
-    turn closed early and not yet written, else when the oldest of its turns closed by
-    their window or still open passes ``final_after``.
-
-    A turn closed by its window keeps its own instant (already past), so closing it moves
-    nothing in the index: only the next turn, once it is written, does.
-    """
-    closed = [turn.closed for turn in state.closed.values() if turn.closed is not None]
-    oldest = next(iter(state.turns.values()), None)
-    return due_of(closed, None if oldest is None else oldest.emitted_at, policy)
+def next_at(state: SessionState, policy: Policy) -> float:
+    """The session's next instant: when a tick next has work for it. The earliest of its
+    turns' (``turns_at``) and its own expiry (the end of its idle time): every session has
+    one, so one index, read up to now, is the only timer a worker needs."""
+    return next_at_of(state.last_seen, _closings(state), _oldest_emitted(state), policy)
 
 
-def due_of(
+def expires_at(state: SessionState, policy: Policy) -> float:
+    """When the session expires if nothing more arrives: the part of ``next_at`` that moves
+    later with every record (a store may leave its index entry early for it)."""
+    return state.last_seen + policy.session_ttl_seconds
+
+
+def next_at_of(
+    last_seen: float,
+    closed: Iterable[tuple[str, float]],
+    oldest_emitted: float | None,
+    policy: Policy,
+) -> float:
+    """``next_at`` from its parts, as a stored head holds them too (``state/due.refile``):
+    when the session was last seen, its closed turns' (reason, final_after), and when its
+    oldest open turn was emitted."""
+    at = last_seen + policy.session_ttl_seconds
+    turns = turns_at(closed, oldest_emitted, policy)
+    return at if turns is None or turns > at else turns
+
+
+def turns_at(
     closed: Iterable[tuple[str, float]], oldest_emitted: float | None, policy: Policy
 ) -> float | None:
-    """``due`` from its parts: the closed turns' (reason, final_after) and when the oldest
-    open turn was emitted; what a stored head holds of them too (``state/due.refile``)."""
+    """When a tick next has work for the session's turns (None: none): at once for a turn
+    closed early and not yet written, else when the oldest of its turns closed by their
+    window or still open passes ``final_after``.
+
+    A turn closed by its window keeps its own instant (already past), so closing it moves
+    nothing: only the next turn, once it is written, does.
+    """
     at: float | None = None
     for reason, final_after in closed:
         instant = float(final_after) if reason == WINDOW else 0.0
@@ -111,6 +132,37 @@ def due_of(
         instant = float(oldest_emitted) + policy.late_decision_window_seconds
         at = instant if at is None else min(at, instant)
     return at
+
+
+def _closings(state: SessionState) -> list[tuple[str, float]]:
+    return [turn.closed for turn in state.closed.values() if turn.closed is not None]
+
+
+def _oldest_emitted(state: SessionState) -> float | None:
+    oldest = next(iter(state.turns.values()), None)
+    return None if oldest is None else oldest.emitted_at
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """The core's rule for a session's next instant under one policy, handed to a store
+    (``state/``, which keeps no timing rule of its own) to file its sessions by it."""
+
+    policy: Policy
+
+    def next_at(self, state: SessionState) -> float:
+        return next_at(state, self.policy)
+
+    def expires_at(self, state: SessionState) -> float:
+        return expires_at(state, self.policy)
+
+    def next_at_of(
+        self,
+        last_seen: float,
+        closed: Iterable[tuple[str, float]],
+        oldest_emitted: float | None,
+    ) -> float:
+        return next_at_of(last_seen, closed, oldest_emitted, self.policy)
 
 
 def view(state: SessionState, policy: Policy) -> list[dict[str, object]]:

@@ -3,17 +3,28 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Protocol
 
-from stream_app.core import finality
 from stream_app.core.collapse import Collapse
-from stream_app.core.expiry import state_due_at
 from stream_app.core.policy import Policy
 from stream_app.core.session import SessionState
 
-# How many sessions due beyond its limit a read of the due index counts (``due_left``).
-DUE_COUNTED = 1_000
+# How many sessions reached beyond its limit a read of the index counts (``reached_left``).
+REACHED_COUNTED = 1_000
+
+
+class Instants(Protocol):
+    """The core's rule for a session's next instant (``core/finality.Timing``), given to the
+    store: state/ files sessions by it and keeps no timing rule of its own."""
+
+    def next_at(self, state: SessionState) -> float: ...
+
+    def expires_at(self, state: SessionState) -> float: ...
+
+    def next_at_of(
+        self, last_seen: float, closed: Iterable[tuple[str, float]], oldest_emitted: float | None
+    ) -> float: ...
 
 
 class FinalKeys(Protocol):
@@ -34,8 +45,9 @@ class FinalKeys(Protocol):
 class SessionStore(ABC):
     collapse: Collapse  # the decisions of these sessions collapsed so far
     final_keys: FinalKeys  # the turn keys that went final (``state/final_keys.py``)
-    # Sessions due that the last ``due`` left out past its limit, counted up to DUE_COUNTED.
-    due_left = 0
+    # Sessions reached that the last ``reached`` left out past its limit, counted up to
+    # REACHED_COUNTED.
+    reached_left = 0
 
     @abstractmethod
     def get(self, session_id: str) -> SessionState | None: ...
@@ -53,29 +65,23 @@ class SessionStore(ABC):
     @abstractmethod
     def __len__(self) -> int: ...
 
-    def due(
-        self, partition: int | None, now: float, policy: Policy, limit: int | None = None
+    def reached(
+        self, partition: int | None, now: float, timing: Instants, limit: int | None = None
     ) -> list[tuple[str, bytes]]:
-        """The sessions a tick has work for by ``now`` (``core/finality.due``), the first
-        ``limit``, each with its entry in the store's due index (``due_read`` is given it
-        back). This one reads every session: a store that keeps an index
-        (``state/due.py``) reads only those due."""
-        due = []
+        """The sessions whose next instant (``timing.next_at``) ``now`` has passed, the first
+        ``limit``, each with its key in the store's index (``read_reached`` is given it back).
+        This one reads every session: a store that keeps an index (``state/due.py``) reads
+        only those reached."""
+        reached = []
         for session_id in self.session_ids():
             state = self.get(session_id)
-            if state is not None and (at := finality.due(state, policy)) is not None and at < now:
-                due.append((session_id, b""))
-        self.due_left = 0 if limit is None else min(DUE_COUNTED, max(0, len(due) - limit))
-        return due[:limit]
+            if state is not None and timing.next_at(state) < now:
+                reached.append((session_id, b""))
+        left = 0 if limit is None else min(REACHED_COUNTED, max(0, len(reached) - limit))
+        self.reached_left = left
+        return reached[:limit]
 
-    def due_read(self, key: bytes, state: SessionState | None) -> None:
-        """A tick has read the session of the due entry ``key``, and left it as ``state``
-        (a store without an index has nothing to do)."""
+    def read_reached(self, key: bytes, state: SessionState | None, now: float) -> None:
+        """A tick has read the session of the index key ``key`` at ``now``, and left it as
+        ``state`` (a store without an index has nothing to do)."""
         return None
-
-    def due_at(self, session_id: str, policy: Policy) -> float | None:
-        """When the session next needs expiring (``core/expiry.due_at``); None: not held.
-        A store that can tell without decoding the whole state should: a sweep asks it of
-        every session."""
-        state = self.get(session_id)
-        return None if state is None else state_due_at(state, policy)

@@ -1,19 +1,22 @@
-"""The due index: which sessions a tick has work for, and from when (``core/finality.due``).
+"""The due index: each session filed at its next instant (``core/finality.next_at``), the
+earliest of its turns' late-decision windows and its own expiry.
 
-A table beside the session tables, ``due``: one key per session that holds a turn not yet
-final, ``<instant><session id>`` where the instant is 8 bytes, big-endian milliseconds since
-the epoch, and the value is empty. A key is filed in its session's partition, so a partition's
-keys sort by instant and a tick reads them up to now in one range read
-(``keys_between``): what it costs follows the sessions due, never the sessions held.
+A table beside the session tables, ``due``: one key per session, ``<instant><session id>``
+where the instant is 8 bytes, big-endian milliseconds since the epoch, and the value is
+empty. A key is filed in its session's partition, so a partition's keys sort by instant and
+a tick reads them up to now in one range read (``keys_between``): what a tick costs follows
+the sessions whose instant has come, never the sessions held. The tick is the only timer:
+it closes turns and expires idle sessions alike.
 
 The index is written with the sessions, at a checkpoint (``IndexedSessions``): a session
 whose instant changed since it was last written puts its new key before its head is
-written, and deletes the one before after it; the head names the instant it put
-(``written_due``). A worker stopped anywhere in between leaves at worst a key too many,
-never one missing: a tick that reads a key its session no longer names, or whose session
-is gone, deletes it (``due_read``). A session's instant changes when its oldest turn not yet
-final does (its first turn, a turn closing early, a closed turn written), not with every
-record: a record adds no write to the index.
+written, and deletes the one before after it; the head names the instant it put (``due``).
+A worker stopped anywhere in between leaves at worst a key too many, never one missing: a
+tick that reads a key its session no longer names, or whose session is gone, deletes it
+(``read_reached``). A key may be early, never late: a session whose instant is its expiry
+and moves only later (a record of a session with no turn open) keeps its key, and the tick
+that reads it early files it again at its instant, so a busy session costs an index write
+per idle time, not one per checkpoint.
 
 With ``memory://`` a table is Faust's dict, which has no order: ``OrderedMemoryStore`` also
 keeps each partition's keys in a heap, rebuilt from the dict after a recovery and kept up by
@@ -31,12 +34,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from faust.types import TP, EventT
 
-from stream_app.core import finality
 from stream_app.core.policy import Policy
 from stream_app.core.session import SessionState
 from stream_app.runtime.slices import Slices
 from stream_app.state import entries
-from stream_app.state.base import DUE_COUNTED
+from stream_app.state.base import REACHED_COUNTED, Instants
 from stream_app.state.entries import Head, StateFormatNewer, read_head
 from stream_app.state.sessions import Snapshot, StateTable, TableSessions
 from stream_app.state.tables import MemoryStore
@@ -100,41 +102,57 @@ class IndexedSessions(TableSessions):
         max_record_bytes: int,
         due: DueTable,
         policy: Policy,
+        timing: Instants,
         partitions: int = 1,
         final_keys: TableFinalKeys | None = None,
     ) -> None:
         super().__init__(table, decisions, bodies, entries, max_record_bytes)
         self.due_table = due
-        self.policy = policy
+        self.timing = timing
         self.partitions = partitions
         self.final_table = final_keys  # None: remembered in memory only (tests)
-        self.window = policy.late_decision_window_seconds  # named in every head it writes
+        # Named in every head it writes: a head's instant made under others is filed again.
+        self.window = policy.late_decision_window_seconds
+        self.ttl = policy.session_ttl_seconds
         if final_keys is not None:
             self.final_keys = final_keys
         self._writes: dict[int, IndexWrites] = {}  # by snapshot number
         self._stale: set[bytes] = set()  # keys a tick found stale: deleted at the next seal
+        # Live sessions whose written key is their expiry, which a record only moves later:
+        # such a key is left early (module docstring) unless the session is in ``_refile``,
+        # those a tick read before their instant.
+        self._early_ok: set[str] = set()
+        self._refile: set[str] = set()
 
     # -- reading ---------------------------------------------------------------------
 
-    def due(
-        self, partition: int | None, now: float, policy: Policy, limit: int | None = None
+    def reached(
+        self, partition: int | None, now: float, timing: Instants, limit: int | None = None
     ) -> list[tuple[str, bytes]]:
-        """The sessions whose index key is due by ``now`` in ``partition`` (None: every
+        """The sessions whose index key is reached by ``now`` in ``partition`` (None: every
         partition), the first ``limit``, with their keys: one range read of the index, which
-        counts up to DUE_COUNTED more (``due_left``)."""
+        counts up to REACHED_COUNTED more (``reached_left``)."""
         partitions: Iterable[int] = range(self.partitions) if partition is None else (partition,)
-        high, read = bound(now), None if limit is None else limit + DUE_COUNTED
+        high, read = bound(now), None if limit is None else limit + REACHED_COUNTED
         keys = [k for p in partitions for k in self.due_table.keys_between(p, b"", high, read)]
-        self.due_left = 0 if limit is None else max(0, len(keys) - limit)
+        self.reached_left = 0 if limit is None else max(0, len(keys) - limit)
         return [(session_of_due(key).decode(), key) for key in keys[:limit]]
 
-    def due_read(self, key: bytes, state: SessionState | None) -> None:
-        """A key whose session is gone, or names another instant, is deleted."""
+    def read_reached(self, key: bytes, state: SessionState | None, now: float) -> None:
+        """A key whose session is gone, or that names another instant than its head, is
+        deleted; a session whose instant is not the key the tick read (an early key, or
+        one filed again at assignment) is written at its instant by the next checkpoint."""
         if not key:
             return
         written = None if state is None else state.written_due
         if written is None or state is None or due_key(written, state.session_id) != key:
             self._stale.add(key)
+        if state is None:
+            return
+        at = self.timing.next_at(state)
+        if due_key(at, state.session_id) != key or at != written:
+            self._refile.add(state.session_id)
+            self.put(state)
 
     def closed_in(self, snapshot: Snapshot) -> dict[str, list[str]]:
         """The closed turns of the snapshot's sessions, by session, in the order they closed."""
@@ -143,35 +161,42 @@ class IndexedSessions(TableSessions):
 
     async def index_held(self, partitions: Iterable[int], now: float) -> int:
         """One pass over the heads of ``partitions`` once they are assigned, so that every
-        held turn goes final at the instant the settings in force give it (``refile``):
-        a head whose instant was made with another late-decision window (or none: written
-        before the index, or before heads named their window) is filed again; one of a
-        newer format raises ``StateFormatNewer`` before anything is applied. Heads written
-        by this release with this window are recognised by their first bytes, not parsed.
-        How many it filed again."""
-        current = entries.head_prefix(self.window)
+        session is filed at the instant the settings in force give it (``refile``): a head
+        whose instant was made with another late-decision window or idle time (or none:
+        written before the index, before heads named their window, or before the index
+        held expiries) is filed again; one of a newer format raises ``StateFormatNewer``
+        before anything is applied or written. Heads written by this release with these settings are
+        recognised by their first bytes, not parsed, unless something waits in them: the
+        pass notes those for the waiting report (``TableSessions.waits``). How many it
+        filed again."""
+        current = entries.head_prefix(self.window, self.ttl)
         pause = Slices()
-        filed = 0
+        moves: list[tuple[str, float, float | None]] = []  # written once every head read
         for partition in partitions:
             for key, data in self.table.items_from(partition, b""):
                 await pause()
-                if data.startswith(current):
+                fresh = data.startswith(current)
+                if fresh and not entries.names_waiting(data):
                     continue
                 try:
                     doc = read_head(data)
-                    moved = refile(doc, self.policy)
+                    self.note_waiting(key.decode(), partition, doc)
+                    if fresh:
+                        continue
+                    moved = refile(doc, self.timing)
                 except StateFormatNewer as exc:
                     exc.key = key
                     raise
-                except Exception:  # garbage: a read lets it go (TableSessions._read)
-                    continue
+                except Exception:  # garbage: filed at once, for a tick's read to let it go
+                    moved = (0.0, None)  # (``TableSessions._read``), as for any session
                 if moved is not None:
-                    session_id = key.decode()
-                    at, before = moved
-                    await self.due_table.put(due_key(at, session_id), b"")
-                    if before is not None:  # after the new one: never a session without
-                        await self.due_table.put(due_key(before, session_id), None)
-                    filed += 1
+                    moves.append((key.decode(), *moved))
+        for session_id, at, before in moves:
+            await self.due_table.put(due_key(at, session_id), b"")
+            if before is not None:  # after the new one: never a session without
+                await self.due_table.put(due_key(before, session_id), None)
+            await pause()
+        filed = len(moves)
         await self.due_table.written()
         return filed
 
@@ -190,15 +215,22 @@ class IndexedSessions(TableSessions):
         state = self._live[session_id]
         if state is not None:
             writes = self._writes.setdefault(snapshot.number, IndexWrites())
-            at = finality.due(state, self.policy)
-            if at != state.written_due:
-                if at is not None:
-                    writes.put.append(due_key(at, session_id))
-                if state.written_due is not None:
-                    writes.delete.append(due_key(state.written_due, session_id))
+            at, written = self.timing.next_at(state), state.written_due
+            early = written is not None and at > written and session_id in self._early_ok
+            if at != written and (not early or session_id in self._refile):
+                writes.put.append(due_key(at, session_id))
+                if written is not None:
+                    writes.delete.append(due_key(written, session_id))
                 state.written_due = at  # the head written now names it
+                if at == self.timing.expires_at(state):
+                    self._early_ok.add(session_id)
+                else:
+                    self._early_ok.discard(session_id)
+            self._refile.discard(session_id)
             if state.closed:
                 writes.closed[session_id] = list(state.closed)
+        else:
+            self._early_ok.discard(session_id)
         super()._seal_one(snapshot, session_id)
 
     async def write(self, snapshot: Snapshot) -> None:
@@ -236,19 +268,25 @@ class IndexedSessions(TableSessions):
         """Also the stale keys found: their partitions may have moved (a later tick of the
         partition's owner finds them again)."""
         self._stale.clear()
+        self._refile.clear()
         if self.final_table is not None:
             self.final_table.forget_counts()
         super().forget_all()
 
+    def _drop(self, session_id: str) -> None:
+        self._early_ok.discard(session_id)  # read again, its key is moved when it changes
+        super()._drop(session_id)
 
-def refile(doc: Head, policy: Policy) -> tuple[float, float | None] | None:
-    """Where a head's session belongs in the index under ``policy``, when that is not where
-    its head says it was filed: (the instant, the one it was filed at or None), the
-    instant ``core/finality.due`` gives, read off the head's closed turns and oldest."""
+
+def refile(doc: Head, timing: Instants) -> tuple[float, float | None] | None:
+    """Where a head's session belongs in the index under the settings in force, when that
+    is not where its head says it was filed: (the instant, the one it was filed at or
+    None), the session's next instant read off the head's last_seen, closed turns and
+    oldest open turn."""
     closed = [(reason, at) for _, reason, at in doc.get("closed", ())]
-    at = finality.due_of(closed, doc.get("oldest"), policy)
+    at = timing.next_at_of(doc["last_seen"], closed, doc.get("oldest"))
     before = doc.get("due")
-    if at is None or at == before:
+    if at == before:
         return None
     return at, before
 

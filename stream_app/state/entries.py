@@ -89,6 +89,10 @@ class Head(TypedDict):
     format: NotRequired[int]  # absent: format 1
     # The late-decision window ``due`` was made with (absent in format 1; None: no index)
     window: NotRequired[float | None]
+    # The idle time (``session_ttl_seconds``) ``due`` was made with: absent before the index
+    # held each session's expiry (a release before issue 50), None with no index. Older
+    # releases of format 2 ignore it, and take ``due`` for the key it is.
+    ttl: NotRequired[float | None]
     session_id: str
     epoch: int
     generation: int
@@ -96,15 +100,17 @@ class Head(TypedDict):
     applied: dict[str, int]
     applied_at: dict[str, float]
     next_entry: int
-    oldest: float | None  # the oldest open turn's emission instant: what a sweep needs
+    oldest: float | None  # the oldest open turn's emission instant: what a refile needs
     dropped: list[tuple[str, int]]  # the entries dropped at this generation (E1)
-    # The instant of the session's entry in the due index (``state/due.py``); absent in
-    # heads written before there was one.
+    # The instant of the session's key in the due index (``state/due.py``), its next instant
+    # when written (``core/finality.next_at``; before issue 50, its turns' only, None for a
+    # session with no turn); absent in heads written before there was an index.
     due: NotRequired[float | None]
     # The closed turns (``core/finality.py``), by entry: [n, reason, final_after]. A turn's
     # entry does not change when it closes; absent when none is.
     closed: NotRequired[list[tuple[int, str, float]]]
-    # What waits, for a sweep to see without decoding the session (``core/waiting.py``):
+    # What waits, for the waiting report to see without decoding the session
+    # (``core/waiting.py``, ``TableSessions.waits``):
     # [when the oldest arrived, how many], of the pending messages and of the decisions
     # waiting for their turn; absent when none waits (or its instant is not known).
     pending: NotRequired[tuple[float, int]]
@@ -130,13 +136,16 @@ def head(
     epoch: int,
     dropped: Iterable[tuple[str, int]] = (),
     window: float | None = None,
+    ttl: float | None = None,
 ) -> bytes:
-    """``window``: the late-decision window the head's ``due`` was made with, when the store
-    keeps a due index (``state/due.py``): a worker started with another re-files it."""
+    """``window`` and ``ttl``: the late-decision window and idle time the head's ``due`` was
+    made with, when the store keeps a due index (``state/due.py``): a worker started with
+    others files the session again."""
     oldest = next(iter(state.turns.values()), None)
     value: Head = {
         "format": STATE_FORMAT,
         "window": window,
+        "ttl": ttl,
         "session_id": state.session_id,
         "epoch": epoch,
         "generation": state.generation,
@@ -157,9 +166,15 @@ def head(
     return jsonbytes.dumps(value)
 
 
-def head_prefix(window: float | None) -> bytes:
-    """How every head this release writes with ``window`` begins."""
-    return orjson.dumps({"format": STATE_FORMAT, "window": window})[:-1] + b","
+def head_prefix(window: float | None, ttl: float | None) -> bytes:
+    """How every head this release writes with ``window`` and ``ttl`` begins."""
+    return orjson.dumps({"format": STATE_FORMAT, "window": window, "ttl": ttl})[:-1] + b","
+
+
+def names_waiting(data: bytes) -> bool:
+    """Whether a head may say that something waits (``pending`` or ``waiting``), by its bytes:
+    a false yes costs a parse, never a wrong answer."""
+    return b'"pending":' in data or b'"waiting":' in data
 
 
 def read_head(data: bytes) -> Head:

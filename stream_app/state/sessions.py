@@ -20,19 +20,16 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Protocol
 
 import orjson
 
-from stream_app.core import expiry, jsonbytes
-from stream_app.core.expiry import due_at
-from stream_app.core.policy import Policy
+from stream_app.core import jsonbytes
 from stream_app.core.records import turn_key
 from stream_app.core.session import SessionState
-from stream_app.core.waiting import DECISIONS, MESSAGES, WaitingSweep
 from stream_app.models.turn import TurnBodyDict
 from stream_app.observability import logs, metrics
 from stream_app.runtime.slices import Slices, let_go
@@ -64,6 +61,11 @@ class StateTable(Protocol):
     def keys_from(self, partition: int, prefix: bytes) -> list[bytes]: ...
 
     def items_from(self, partition: int, prefix: bytes) -> list[tuple[bytes, bytes]]: ...
+
+
+# What waits in a session, as its head says: [when the oldest arrived, how many] of its
+# pending messages and of its decisions waiting for their turn (None: none).
+Waits = tuple[tuple[float, int] | None, tuple[float, int] | None]
 
 
 def collapse_key(session_id: str, key: str) -> bytes:
@@ -191,6 +193,11 @@ class TableSessions(SessionStore):
         self.collapse: TableCollapse = TableCollapse(decisions)
         self.final_keys: FinalKeys = MemoryFinalKeys()  # a table's in the worker (IndexedSessions)
         self.window: float | None = None  # named in every head, with the due index's
+        self.ttl: float | None = None  # likewise
+        # What waits, by partition and session, as the heads written (or read at assignment,
+        # ``state/due.index_held``) say: the waiting report reads this, never every head.
+        self.waits: dict[int, dict[str, Waits]] = {}
+        self._waits_in: dict[str, int] = {}  # session -> its partition in ``waits``
         self._live: OrderedDict[str, SessionState | None] = OrderedDict()
         self._epochs: dict[str, int] = {}  # live session -> the epoch of its entries (E3)
         self._garbage: dict[str, list[bytes]] = {}  # found by a read, deleted at the seal
@@ -288,34 +295,47 @@ class TableSessions(SessionStore):
         held.update(s for s, state in self._live.items() if state is not None)
         return iter(sorted(held))
 
-    def due_in(
-        self, partition: int, policy: Policy, now: float, waiting: WaitingSweep | None = None
-    ) -> list[str]:
-        """The sessions of one partition that ``expire`` would change now: what its sweep
-        decodes. One pass over the partition's heads, reading a few numbers of each; no
-        state is decoded or kept in memory for it. ``waiting``, when given, is shown every
-        session's oldest pending message and waiting decision in the same pass
-        (``core/waiting.py``)."""
-        due = []
-        live = self._live
-        for key, data in self.table.items_from(partition, b""):
-            session_id = key.decode()
-            if session_id in live:
-                continue
-            doc = _head(data)
-            if doc is None or now > _head_due_at(doc, policy):
-                due.append(session_id)  # an unreadable head is due: the sweep lets it go
-            if waiting is not None and doc is not None:
-                _see_waiting(waiting, session_id, doc)
+    def note_waiting(self, session_id: str, partition: int | None, doc: entries.Head) -> None:
+        """Notes what a head says waits in its session (nothing, for a head written before
+        heads said, or one that does not read)."""
+        try:
+            pending, waiting = doc.get("pending"), doc.get("waiting")
+            waits = (
+                None if pending is None else (float(pending[0]), int(pending[1])),
+                None if waiting is None else (float(waiting[0]), int(waiting[1])),
+            )
+        except (AttributeError, TypeError, ValueError, IndexError, KeyError):
+            waits = (None, None)
+        self._note(session_id, partition, waits)
+
+    def _note(self, session_id: str, partition: int | None, waits: Waits | None) -> None:
+        before = self._waits_in.pop(session_id, None)
+        if before is not None:
+            self.waits[before].pop(session_id, None)
+        if waits is None or waits == (None, None):
+            return
+        if partition is None:
+            partition = self.table.partition_for_key(session_id.encode())
+        self.waits.setdefault(partition, {})[session_id] = waits
+        self._waits_in[session_id] = partition
+
+    def waits_in(self, partition: int) -> dict[str, Waits]:
+        """What waits in the partition's sessions: as their heads say, and as the sessions
+        changed since the last checkpoint hold it (their heads are not written yet)."""
         mine = self.table.partition_for_key
-        for session_id, state in live.items():
-            if state is None or mine(session_id.encode()) != partition:
-                continue
-            if expiry.due(state, policy, now):
-                due.append(session_id)
-            if waiting is not None:
-                waiting.see_state(state)
-        return due
+        for session_id in self._changed:
+            state = self._live.get(session_id)
+            if mine(session_id.encode()) == partition:
+                waits = None if state is None else (state.messages_wait, state.decisions_wait)
+                self._note(session_id, partition, waits)
+        return self.waits.get(partition, {})
+
+    def forget_waits(self, owned: Iterable[int]) -> None:
+        """Forgets what waits in the partitions no longer ``owned``."""
+        kept = set(owned)
+        for partition in [p for p in self.waits if p not in kept]:
+            for session_id in self.waits.pop(partition):
+                self._waits_in.pop(session_id, None)
 
     def __len__(self) -> int:
         """Sessions held, as counted by ``recount`` and kept up to date by every change:
@@ -334,14 +354,6 @@ class TableSessions(SessionStore):
                 held.add(session_id)
         self._held = len(held)
         return self._held
-
-    def due_at(self, session_id: str, policy: Policy) -> float | None:
-        """From the two numbers in the stored head: a sweep neither decodes every session
-        it holds (nor their entries) nor keeps them in memory."""
-        if session_id in self._live:
-            return super().due_at(session_id, policy)
-        data = self.table.get(session_id.encode())
-        return None if data is None else _due_at(data, policy)
 
     def peek(self, session_id: str) -> SessionState | None:
         """The session as applied so far, written or not; nothing is kept in memory for it."""
@@ -390,11 +402,16 @@ class TableSessions(SessionStore):
         if state is None:
             snapshot.entries.update(dict.fromkeys(garbage))
             snapshot.sessions[session_id] = None
+            if session_id in self._waits_in:
+                self._note(session_id, None, None)
         else:
             epoch = self._epochs.get(session_id, 0)
             change = entries.changes(state, epoch, garbage, partial(turn_key, session_id))
-            head = entries.head(state, epoch, change["dropped"], self.window)
+            head = entries.head(state, epoch, change["dropped"], self.window, self.ttl)
             self._add(snapshot, session_id, change, head)
+            waits = (state.messages_wait, state.decisions_wait)
+            if waits != (None, None) or session_id in self._waits_in:
+                self._note(session_id, None, waits)
         self._unwritten[session_id] += 1
 
     def _add(
@@ -518,42 +535,6 @@ class TableSessions(SessionStore):
             or session_id in self._sealing
             or session_id in self._unwritten
         )
-
-
-def _head(data: bytes) -> entries.Head | None:
-    """A stored head, or None when it is not JSON."""
-    try:
-        return entries.read_head(data)
-    except StateFormatNewer:
-        raise
-    except Exception:
-        return None
-
-
-def _head_due_at(doc: entries.Head, policy: Policy) -> float:
-    """When the head's session is due; an unreadable head is due now, so that the sweep
-    reads it (and the read lets it go) rather than stopping on it."""
-    try:
-        return due_at(doc["last_seen"], doc["oldest"], policy)
-    except Exception:
-        return float("-inf")
-
-
-def _due_at(head: bytes, policy: Policy) -> float:
-    doc = _head(head)
-    return float("-inf") if doc is None else _head_due_at(doc, policy)
-
-
-def _see_waiting(waiting: WaitingSweep, session_id: str, doc: entries.Head) -> None:
-    """Shows the sweep what the head says waits (nothing, for a head written before heads
-    said, or one that does not read: such a session is due, and its read lets it go)."""
-    try:
-        if (pending := doc.get("pending")) is not None:
-            waiting.see(session_id, MESSAGES, float(pending[0]), int(pending[1]))
-        if (waits := doc.get("waiting")) is not None:
-            waiting.see(session_id, DECISIONS, float(waits[0]), int(waits[1]))
-    except (AttributeError, TypeError, ValueError, IndexError, KeyError):
-        pass
 
 
 def _unreadable(session_id: str, exc: Exception) -> None:

@@ -1,7 +1,7 @@
 """The worker's final records (SPEC §8): written once the closing they follow is durable.
 
-A turn closes in the core (``core/finality.py``) when a tick, a record of its session or a
-sweep finds its window passed, when a session limit closes it early, or when its session
+A turn closes in the core (``core/finality.py``) when a tick or a record of its session
+finds its window passed, when a session limit closes it early, or when its session
 expires; it stays in its session's state, closed. At a checkpoint, once the sessions are
 written (``checkpointing/batches.py``), ``Finalizer.after_write`` renders the final record
 of every closed turn the snapshot holds, hands them to the producer, waits until the broker

@@ -9,7 +9,7 @@ them in the state until the checkpoint that holds their closing is written
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from types import MappingProxyType
 
 from stream_app.core import finality
@@ -46,10 +46,11 @@ class Pipeline:
         self.store = store
         self.clock = clock
         self.finals_now = finals_now
+        self.timing = finality.Timing(policy)  # the sessions' next instants, for the store
         # Turns the last tick left waiting for their final record: closed in the sessions it
-        # read, and one for each session due that its limit left (``SessionStore.due_left``).
+        # read, and one for each session reached that its limit left (``reached_left``).
         self.waiting = 0
-        self.more_due = False  # whether the last tick's limit left sessions due
+        self.more_reached = False  # whether the last tick's limit left sessions reached
 
     def decode(
         self, record: SourceRecord, parsed: Json | None = None
@@ -100,43 +101,31 @@ class Pipeline:
         item, out = self.decode(record, parsed)
         return out if item is None else self.apply(item, out)
 
-    def sweep(self, session_ids: Iterable[str] | None = None) -> Outputs:
-        """Expire idle sessions and closed turns among ``session_ids`` (default: all the
-        sessions this store holds); a worker sweeps one partition at a time."""
-        out = Outputs()
-        now = self.clock()
-        for session_id in self.store.session_ids() if session_ids is None else session_ids:
-            at = self.store.due_at(session_id, self.policy)
-            if at is None or now <= at:
-                continue
-            state = self.store.get(session_id)
-            if state is not None:
-                self._expire(state, now, out)
-        return out
-
     def tick(self, partition: int | None = None, limit: int | None = None) -> Outputs:
-        """Closes the turns due by now of the sessions the store's due index names (of one
-        partition; None: all), the first ``limit`` (``more_due`` says whether that left
-        some), and brings closed turns still to be written into the next checkpoint (found
-        in the index after a restart). Costs in proportion to the sessions due, not to
-        those held (``state/due.py``)."""
+        """The one timer: the sessions whose next instant has come (``finality.next_at``), of
+        one partition (None: all), the first ``limit`` (``more_reached`` says whether that
+        left some): their turns past the window close, those idle past their time expire,
+        and closed turns still to be written are brought into the next checkpoint (found in
+        the index after a restart). Costs in proportion to the sessions reached, not to those
+        held (``state/due.py``)."""
         out = Outputs()
         now = self.clock()
         waiting = 0
-        due = self.store.due(partition, now, self.policy, limit)
-        self.more_due = self.store.due_left > 0
-        for session_id, key in due:
+        reached = self.store.reached(partition, now, self.timing, limit)
+        self.more_reached = self.store.reached_left > 0
+        for session_id, key in reached:
             state = self.store.get(session_id)
             if state is not None:
-                self._expire(state, now, out)
-                waiting += len(state.closed)
-            self.store.due_read(key, state)
-        self.waiting = waiting + self.store.due_left  # each of those has a turn at least
+                state = self._expire(state, now, out)
+                waiting += 0 if state is None else len(state.closed)
+            self.store.read_reached(key, state, now)
+        self.waiting = waiting + self.store.reached_left  # each of those may hold a turn
         if forgotten := self.store.final_keys.forget_old(partition, now, self.policy):
             out.counts[Count.FINAL_KEYS_FORGOTTEN] += forgotten
         return out
 
-    def _expire(self, state: SessionState, now: float, out: Outputs) -> None:
+    def _expire(self, state: SessionState, now: float, out: Outputs) -> SessionState | None:
+        """``expire`` against the store: the session as it is left (None: deleted)."""
         session_id = state.session_id
         kept, expired = expire(state, self.policy, now)
         out.extend(expired)
@@ -144,13 +133,15 @@ class Pipeline:
             self.store.collapse.forget(session_id)
         if kept is None:
             self.store.delete(session_id)
-            return
+            return None
         if self.finals_now and kept.closed:
             out.finals.extend(self._drain(kept, now))
         if finality.spent(kept):
             self.store.delete(session_id)
-        elif expired.counts or kept.closed:
+            return None
+        if expired.counts or kept.closed:
             self.store.put(kept)
+        return kept
 
     def finish(self) -> Outputs:
         """Closes every open turn of every session held (``expired``): the end of a closed

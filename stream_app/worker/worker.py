@@ -36,7 +36,6 @@ from stream_app.core.records import (
     load_input,
 )
 from stream_app.core.waiting import HINTS, WaitingSweep
-from stream_app.ingest import telemetry
 from stream_app.models.dead_letter import Reason
 from stream_app.models.topics import partition_for
 from stream_app.observability import logs, metrics
@@ -57,14 +56,15 @@ INTERNAL_FORMAT = 1
 FORMAT_HEADER = "v"
 # On every record written (a list: aiokafka's record batches take no other sequence).
 FORMAT_HEADERS = [(FORMAT_HEADER, str(INTERNAL_FORMAT).encode())]
-SWEEP = b'{"sweep":true}'  # the leader's timer record on a sessions partition: expire it
+# The timer record of the leaders of releases before issue 50 (a minute sweep of every
+# head), still read from them during a rolling update: ignored, as the tick now expires
+# idle sessions too (``state/due.py``). No release writes it any more.
+SWEEP = b'{"sweep":true}'
 # The leader's record on each sessions partition every STREAM_APP_FINAL_TICK_SECONDS: its
 # owner closes the turns due by its clock, in order with the partition's records (the
 # due index, ``state/due.py``, names them).
 TICK = b'{"tick":true}'
 TICK_SESSIONS = 20  # sessions a tick reads at most (about a run of records' time)
-TELEMETRY = "telemetry"  # a telemetry record's kind: no input kind, it makes decisions
-IGNORED_EVENT_NAMES = 100  # event labels of stream_app_telemetry_ignored; later: "other"
 
 
 @dataclass
@@ -83,10 +83,6 @@ class Routing:
     owned: set[int] = field(default_factory=set)  # this generation's sessions partitions
     copartitioned: dict[str, bool] = field(default_factory=dict)
     last_read: dict[TP, int] = field(default_factory=dict)  # for the lag gauge
-    # The agents' telemetry (SPEC §10): its topic, and the decisions topic its translated
-    # decisions go to, keyed by session ("" when the app reads no telemetry).
-    telemetry_topic: str = ""
-    decisions_topic: str = ""
 
     def assigned(self, partitions: Iterable[TP]) -> None:
         self.owned = {tp.partition for tp in partitions if tp.topic == self.sessions_topic}
@@ -136,24 +132,21 @@ class Worker:
         self.on_processing_error = on_processing_error
         self.waiting_warn_seconds = waiting_warn_seconds
         self._records_read = {name: metrics.RECORDS.labels(topic=name) for name in routing.kinds}
-        if routing.telemetry_topic:
-            telemetry_read = metrics.RECORDS.labels(topic=routing.telemetry_topic)
-            self._records_read[routing.telemetry_topic] = telemetry_read
-        self._ignored_events: set[str] = set()  # the event labels of TELEMETRY_IGNORED
         # By sessions partition, as its last tick found them: turns waiting to go final.
         self.finals_waiting: dict[int, int] = {}
-        # By sessions partition, as its last sweep found them: what waits past the threshold
-        # (``core/waiting.py``), and when that sweep was (where the next one's crossings
-        # begin); a partition assigned anew has neither.
+        # By sessions partition, as its last tick's report found them: what waits past the
+        # threshold (``core/waiting.py``), and when that was (where the next report's
+        # crossings begin); a partition assigned anew has neither.
         self.waited: dict[int, WaitingSweep] = {}
         self.newer_formats: set[int] = set()  # of <id>-sessions' records, met and logged
         self.refused: StateFormatNewer | None = None  # the newer state met (``refuse``)
 
     def assigned(self) -> None:
-        """Forgets what the sweeps and ticks of the sessions partitions this worker no longer
-        owns found (after ``Routing.assigned``): their figures leave the gauges, and the first
-        sweep of one assigned again names every session waiting past the threshold."""
+        """Forgets what the ticks of the sessions partitions this worker no longer owns found
+        (after ``Routing.assigned``): their figures leave the gauges, and the first report
+        of one assigned again names every session waiting past the threshold."""
         owned = self.routing.owned
+        self.store.forget_waits(owned)
         for partition in [p for p in self.waited if p not in owned]:
             del self.waited[partition]
         for partition in [p for p in self.finals_waiting if p not in owned]:
@@ -202,9 +195,6 @@ class Worker:
         if msg.topic == self.routing.sessions_topic:
             self._apply_forwarded(msg, batch)
             return
-        if msg.topic == self.routing.telemetry_topic:
-            self._apply_telemetry(msg, batch)
-            return
         routing = self.routing
         kind = routing.kinds[msg.topic]
         record = SourceRecord(
@@ -222,39 +212,6 @@ class Worker:
         if out.counts:  # what decoding counted: counted with the batch, like everything else
             batch.emitted.append(Emitted(out, None))
         batch.forward.append(Forward(key, dump_input(item), partition, msg.timestamp))
-
-    def _apply_telemetry(self, msg: Message, batch: Batch) -> None:
-        """A telemetry record (``ingest/telemetry.py``): each decision it makes goes to the
-        decisions topic keyed by its session, with the batch (on the broker before the
-        record's event is acknowledged: nothing lost in a crash, a copy read again collapses
-        by its ``decision_id``); each log record it could not translate, and a record that is
-        no request, is a dead letter. Each log record is counted here, as translated."""
-        routing = self.routing
-        record = SourceRecord(
-            TELEMETRY, msg.topic, msg.partition, msg.offset, msg.key, msg.value, msg.timestamp
-        )
-        done = telemetry.step(record, self.pipeline.policy, self.pipeline.clock())
-        for decision in done.translation.decisions:
-            key = decision.session_id.encode()
-            partition = partition_for(key, routing.partitions)
-            forward = Forward(
-                key, decision.value, partition, msg.timestamp, routing.decisions_topic
-            )
-            batch.forward.append(forward)
-        if done.out.dead_letters:
-            batch.emitted.append(Emitted(done.out, None))
-        self._telemetry_counts(done.translation)
-
-    def _telemetry_counts(self, translation: telemetry.Translation) -> None:
-        for harness, n in translation.translated.items():
-            metrics.TELEMETRY_TRANSLATED.labels(harness=harness).inc(n)
-        for event, n in translation.ignored.items():
-            if event not in self._ignored_events:
-                event = "other" if len(self._ignored_events) >= IGNORED_EVENT_NAMES else event
-                self._ignored_events.add(event)
-            metrics.TELEMETRY_IGNORED.labels(event=event).inc(n)
-        for event, n in translation.untranslatable.items():
-            metrics.TELEMETRY_UNTRANSLATABLE.labels(event=event).inc(n)
 
     def _apply_forwarded(self, msg: Message, batch: Batch) -> None:
         value = msg.value
@@ -275,19 +232,13 @@ class Worker:
             # tick, which comes back in order with the partition's records.
             pipeline, partition = self.pipeline, msg.partition
             batch.emitted.append(Emitted(pipeline.tick(partition, TICK_SESSIONS), None))
-            if pipeline.more_due:
+            if pipeline.more_reached:
                 batch.forward.append(Forward(b"", TICK, partition, time.time()))
             self.finals_waiting[partition] = pipeline.waiting
-            self._set_waiting_gauges()
+            self._report_waiting(partition, pipeline.clock())
             return
         if value == SWEEP:
-            now, partition = self.pipeline.clock(), msg.partition
-            last = self.waited.get(partition)
-            sweep = WaitingSweep(self.waiting_warn_seconds, now, None if last is None else last.now)
-            due = self.store.due_in(partition, self.pipeline.policy, now, sweep)
-            batch.emitted.append(Emitted(self.pipeline.sweep(due), None))
-            self._waited(partition, sweep)
-            return
+            return  # a leader of a release before issue 50: the index holds expiries now
         item = _forwarded(value)
         if item is not None:
             batch.emitted.append(Emitted(self.pipeline.apply(item), msg.timestamp))
@@ -309,9 +260,19 @@ class Worker:
             "this worker is replaced",
         )
 
+    def _report_waiting(self, partition: int, now: float) -> None:
+        """What waits in the partition past the threshold, from what its heads say waits
+        (``TableSessions.waits_in``: the sessions with something waiting, never every head)."""
+        last = self.waited.get(partition)
+        sweep = WaitingSweep(self.waiting_warn_seconds, now, None if last is None else last.now)
+        waits = self.store.waits_in(partition)
+        for session_id in sorted(waits):  # named in the order of their ids, as heads sort
+            sweep.see_waits(session_id, *waits[session_id])
+        self._waited(partition, sweep)
+
     def _waited(self, partition: int, sweep: WaitingSweep) -> None:
-        """Keeps what a sweep found waiting, sets the gauges, and logs the sessions that
-        crossed the threshold since the partition's previous sweep (once each; past
+        """Keeps what a report found waiting, sets the gauges, and logs the sessions that
+        crossed the threshold since the partition's previous report (once each; past
         ``waiting.NAMED`` of them, one line counts the rest)."""
         crossed, sweep.crossed = sweep.crossed, []  # kept: the figures, not the names
         for crossing in crossed:
@@ -331,13 +292,14 @@ class Worker:
                 logging.WARNING,
                 sessions=sweep.unnamed,
                 partition=partition,
-                hint="sessions that crossed the threshold in this sweep, not named one by one",
+                hint="sessions that crossed the threshold since the last report, not named one "
+                "by one",
             )
         self.waited[partition] = sweep
         self._set_waiting_gauges()
 
     def _set_waiting_gauges(self) -> None:
-        """The gauges of what waits, from every owned partition's last tick and sweep."""
+        """The gauges of what waits, from every owned partition's last tick."""
         metrics.FINAL_WAITING.set(sum(self.finals_waiting.values()))
         metrics.FINAL_KEYS.set(self.store.final_keys.held())
         found = self.waited.values()
@@ -474,13 +436,11 @@ class Outbox:
         for forward in batch.forward:
             await pause()
             await batches.append(
-                TP(forward.topic or sessions, forward.partition),
+                TP(sessions, forward.partition),
                 forward.key,
                 forward.value,
                 timestamp_ms=int(forward.timestamp * 1000),
-                # A decision translated from telemetry is a decisions topic's record as any
-                # producer's: no format header.
-                headers=FORMAT_HEADERS if forward.topic is None else [],
+                headers=FORMAT_HEADERS,
             )
         acks += [delivery.acknowledged for delivery in await batches.hand_over_all()]
         return acks

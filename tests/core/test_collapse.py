@@ -151,15 +151,15 @@ def test_redelivery_of_a_dead_lettered_decision_is_a_duplicate() -> None:
     assert len(run.dead_letters) == 1
 
 
-@pytest.mark.parametrize("expiry", ["sweep", "next record"])
+@pytest.mark.parametrize("expiry", ["tick", "next record"])
 def test_collapse_entries_expire_with_their_session(expiry: str) -> None:
     run = Run()
     run.dec(decision(call_id="m1", decision_id="d1"))  # waits for its turn
     collapse = run.pipeline.store.collapse
     assert collapse._first  # type: ignore[attr-defined]
     run.now += run.policy.session_ttl_seconds + 1
-    if expiry == "sweep":
-        run.sweep()
+    if expiry == "tick":
+        run.tick()
         assert collapse._first == {}  # type: ignore[attr-defined]
     # The session is gone with its entries: the same decision again is a new one.
     out = run.dec(decision(call_id="m1", decision_id="d1-again"))

@@ -13,7 +13,7 @@ def test_an_idle_session_is_dropped_and_its_waiting_decisions_are_orphaned() -> 
     run.dec(decision(call_id="never"))
     run.msg(message(text="pending", message_id="u1"))
     run.now += 601
-    out = run.sweep()
+    out = run.tick()
     (letter,) = out.dead_letters
     assert letter["reason"] == "orphaned_decision" and letter["offset"] == 0
     assert "never" in letter["error"]
@@ -25,7 +25,7 @@ def test_a_session_within_its_ttl_is_kept() -> None:
     run = Run(policy=POLICY)
     run.dec(decision(call_id="later"))
     run.now += 599
-    assert run.sweep().dead_letters == []
+    assert run.tick().dead_letters == []
     run.msg(assistant(message_id="later"))
     assert len(run.final()["later"]["decisions"]) == 1
 
@@ -45,7 +45,7 @@ def test_turns_past_the_late_decision_window_no_longer_take_decisions() -> None:
     run.now += 30
     run.dec(decision(call_id="c1", decision_id="in-window"))
     run.now += 31
-    run.sweep()
+    run.tick()
     run.dec(decision(call_id="c1", decision_id="too-late", accepted=False))
     assert [d["decision_id"] for d in run.final()["a1"]["decisions"]] == ["in-window"]
     state = run.pipeline.store.get("s1")
@@ -58,4 +58,4 @@ def test_activity_keeps_a_session_alive() -> None:
     for _ in range(3):
         run.now += 500
         run.msg(message(text="still here"))
-    assert run.sweep().dead_letters == []
+    assert run.tick().dead_letters == []

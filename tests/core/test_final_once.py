@@ -66,7 +66,7 @@ def test_a_transcript_published_again_after_its_session_expired_changes_no_final
     run.msg(answer)
     run.dec(decision(call_id="t1"))
     run.now += TTL + 1
-    run.sweep()
+    run.tick()
     (final,) = finals(run)
     assert final.reason == "expired" and len(orjson.loads(final.value)["decisions"]) == 1
 
@@ -75,7 +75,7 @@ def test_a_transcript_published_again_after_its_session_expired_changes_no_final
 
     assert out.turns == [] and out.counts[Count.DUPLICATE_FINAL] == 1
     run.now += 3 * TTL
-    run.sweep()
+    run.tick()
     assert list(finals_by_key(run)) == [b'["s1","a1"]']
     assert len(finals_by_key(run)[b'["s1","a1"]']) == 1
 
@@ -120,5 +120,5 @@ def test_a_decision_for_a_final_key_still_ends_as_a_dead_letter_not_a_revision()
     tick(run)
     assert run.dec(decision(call_id="t1")).turns == []
     run.now += TTL + 1
-    run.sweep()
+    run.tick()
     assert [d["reason"] for d in run.dead_letters] == ["orphaned_decision"]

@@ -3,6 +3,8 @@ revision byte for byte (``core/finality.py``), in replay's pipeline (finals writ
 
 from __future__ import annotations
 
+import dataclasses
+
 import orjson
 
 from stream_app.core import finality
@@ -60,7 +62,7 @@ def test_a_turn_goes_final_when_its_window_has_passed_and_not_before() -> None:
     assert run.dec(late).turns == []
     assert tick(run).finals == []
     run.now += run.policy.session_ttl_seconds + 1
-    out = run.sweep()
+    out = run.tick()
     assert [d["reason"] for d in out.dead_letters] == ["orphaned_decision"]
 
 
@@ -93,7 +95,7 @@ def test_an_expiring_session_takes_its_turns_final_with_it() -> None:
     run.msg(assistant(message_id="a1"))
     run.msg(assistant(message_id="a2"))
     run.now += 61
-    run.sweep()
+    run.tick()
     assert [(f.inference_call_id, f.reason) for f in finals(run)] == [
         ("a1", "expired"),
         ("a2", "expired"),
@@ -137,7 +139,7 @@ def test_a_closed_turn_round_trips_through_the_state_json() -> None:
     assert again.to_json() == state.to_json()
     (turn,) = again.closed.values()
     assert finality.final_of(again, turn) == finality.final_of(state, state.closed["a1"])
-    assert finality.due(state, run.policy) == turn.closed[1]  # type: ignore[index]
+    assert finality.next_at(state, run.policy) == turn.closed[1]  # type: ignore[index]
     view = finality.view(state, run.policy)
     assert view == [
         {
@@ -151,18 +153,21 @@ def test_a_closed_turn_round_trips_through_the_state_json() -> None:
     ]
 
 
-def test_the_due_instant_is_the_oldest_turn_not_yet_final() -> None:
+def test_the_next_instant_is_the_oldest_turn_not_yet_final_else_the_expiry() -> None:
     policy = Policy(org_id=ORG, late_decision_window_seconds=WINDOW, max_open_turns=3)
     run = Run(policy=policy)
     run.pipeline.finals_now = False
-    assert finality.due(SessionState("s1", 0.0), policy) is None
+    idle = SessionState("s1", 5.0)  # no turn: its expiry
+    assert finality.next_at(idle, policy) == 5.0 + policy.session_ttl_seconds
     run.msg(assistant(message_id="a1"))
     state = run.pipeline.store.get("s1")
-    assert state is not None and finality.due(state, policy) == run.now + WINDOW
+    assert state is not None and finality.next_at(state, policy) == run.now + WINDOW
     first = run.now
     run.now += 10
     for n in range(2, 5):  # the fourth closes a1 early: due at once
         run.msg(assistant(message_id=f"a{n}"))
-    assert finality.due(state, policy) == 0.0
+    assert finality.next_at(state, policy) == 0.0
     state.drop_closed("a1")
-    assert finality.due(state, policy) == first + 10 + WINDOW
+    assert finality.next_at(state, policy) == first + 10 + WINDOW
+    ttl = dataclasses.replace(policy, session_ttl_seconds=5.0)  # an idle time shorter
+    assert finality.next_at(state, ttl) == state.last_seen + 5.0

@@ -534,5 +534,5 @@ def test_hostile_values_anywhere_never_raise_and_every_output_serializes(
     feed(run, "decisions", orjson.dumps(decision(call_id="c1", decision_id="d9")))
     feed(run, "messages", orjson.dumps(assistant(message_id="m3", sequence=9)))
     run.now += 10 * 24 * 3600
-    out = run.pipeline.sweep()
+    out = run.pipeline.tick()
     check_outputs(run, out)

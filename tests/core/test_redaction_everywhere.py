@@ -96,7 +96,7 @@ def everything_written(
     run.dec(decision(session="s2", call_id="never", decision_id="orphan", raw=raw, **path))
     state("a decision waits in another session")
     run.now += POLICY.session_ttl_seconds + 1
-    run.sweep()
+    run.tick()
 
     written += [(f"turn {t['inference_call_id']}", orjson.dumps(t)) for t in run.revisions]
     written += [(f"dead letter {d['reason']}", orjson.dumps(d)) for d in run.dead_letters]
@@ -212,7 +212,7 @@ def content_written(shape: Shape, policy: Policy) -> tuple[Run, list[tuple[str, 
     )
     send(assistant(message_id="a2", text=text), "the final answer")
     run.now += policy.session_ttl_seconds + 1
-    run.sweep()
+    run.tick()
     written += [(f"turn {t['inference_call_id']}", orjson.dumps(t)) for t in run.revisions]
     written += [(f"dead letter {d['reason']}", orjson.dumps(d)) for d in run.dead_letters]
     return run, written

@@ -156,24 +156,6 @@ def test_a_state_naming_a_missing_body_is_read_without_that_turn(tables: Tables)
     assert garbage  # the turn's entry, deleted at the next checkpoint
 
 
-def test_a_sweep_decodes_only_the_sessions_it_expires(tables: Tables) -> None:
-    # A sweep asks every held session whether it is due; decoding each (and reading its
-    # turn bodies) made a worker's memory grow with the sessions it held.
-    state = finished_turn()
-    for i, last_seen in enumerate([100.0, 100.0, 5_000.0]):
-        state.session_id, state.last_seen = f"s{i}", last_seen
-        held(tables, state)
-    store = store_of(tables)
-    policy = Policy(org_id="acme", session_ttl_seconds=1_000.0)
-    due = store.due_in(0, policy, now=5_500.0)
-    assert sorted(due) == ["s0", "s1"]
-    assert store._live == {}  # nothing decoded to find them
-    out = Pipeline(policy, store, clock=lambda: 5_500.0).sweep(due)
-    assert out.counts["sessions_expired"] == 2
-    assert set(store._live) == {"s0", "s1"}  # read to be deleted; s2 was never decoded
-    assert store._live["s0"] is None and store._live["s1"] is None
-
-
 def test_sessions_held_are_counted_as_they_change_not_by_reading_the_table(
     tables: Tables,
 ) -> None:
@@ -409,9 +391,7 @@ def test_an_unreadable_head_is_read_as_absent_logged_and_deleted(
     held(tables, state)
     sessions.data[b"s1"] = b"\x00 not json"
     store = store_of(tables)
-    policy = Policy(org_id=ORG)
-    assert store.due_in(0, policy, now=0.0) == ["s1"]  # due: the sweep reads it, not stops
-    assert store.get("s1") is None
+    assert store.get("s1") is None  # read (by a tick: ``test_finals``), it does not stop it
     assert [r.getMessage() for r in caplog.records] == ["state_unreadable"]
     asyncio.run(store.write(store.seal()))
     assert sessions.data == {} and table.data == {}

@@ -1,6 +1,7 @@
 """Issue 43 item 1, the worker's side: messages that wait for a finishing message, and
-decisions that wait for their turn, are counted and named by the sweep (``core/waiting.py``)
-from what each session's head says, in the one pass the sweep makes over the heads."""
+decisions that wait for their turn, are counted and named at the tick (``core/waiting.py``)
+from what the heads written say waits, and the sessions changed since: never a pass over
+every head (issue 50)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from stream_app.core.records import SourceRecord
 from stream_app.core.waiting import NAMED, WaitingSweep
 from stream_app.observability import logs, metrics
 from stream_app.state import entries
-from stream_app.worker.worker import SWEEP, TICK, Routing, Worker
+from stream_app.worker.worker import TICK, Routing, Worker
 from tests.factories import ORG, assistant, decision, message, tool_call
 from tests.finality_model import ModelWorker, Tables
 
@@ -97,13 +98,31 @@ def test_a_head_written_before_heads_said_what_waits_still_reads() -> None:
     state = model.store.get("s1")
     assert state is not None and len(state.pending_messages) == 1
     assert state.pending_since is None and state.waiting_since is None
-    sweep = WaitingSweep(THRESHOLD, T0 + 3600)
-    model.store.due_in(0, model.pipeline.policy, T0 + 3600, sweep)
+    clock[0] = T0 + 3600
+    sweep = report(model)
     assert sweep.messages.sessions == sweep.decisions.sessions == 0  # not known: not counted
     # Its next message starts the count.
-    clock[0] = T0 + 100
+    clock[0] = T0 + 3700
     model.send(MESSAGES, message("s1", message_id="u2", sequence=2))
-    assert state.pending_since == T0 + 100
+    assert state.pending_since == T0 + 3700
+
+
+def report(model: Model) -> WaitingSweep:
+    """What a tick of partition 0 reports waiting, at the model's clock."""
+    routing = Routing("sessions", {}, 1, owned={0})
+    worker = Worker(model.pipeline, model.store, routing, waiting_warn_seconds=THRESHOLD)
+    crossed: list[Any] = []
+    waited = worker._waited
+
+    def keep(partition: int, sweep: WaitingSweep) -> None:
+        crossed.extend(sweep.crossed)  # which ``_waited`` logs, then lets go
+        waited(partition, sweep)
+
+    worker._waited = keep  # type: ignore[method-assign]
+    worker.apply(tick_message(), Batch())
+    sweep = worker.waited[0]
+    sweep.crossed = crossed
+    return sweep
 
 
 def waiting_sessions(clock: list[float]) -> tuple[Model, Tables]:
@@ -122,7 +141,7 @@ def waiting_sessions(clock: list[float]) -> tuple[Model, Tables]:
 
 
 @pytest.mark.parametrize("written", [True, False])
-def test_a_sweep_counts_the_sessions_waiting_past_the_threshold_and_the_oldest_age(
+def test_a_tick_counts_the_sessions_waiting_past_the_threshold_and_the_oldest_age(
     written: bool,
 ) -> None:
     clock = [T0]
@@ -131,9 +150,8 @@ def test_a_sweep_counts_the_sessions_waiting_past_the_threshold_and_the_oldest_a
         model.checkpoint()
         model.store.forget_all()
         assert not model.store._live
-    now = T0 + 120
-    sweep = WaitingSweep(THRESHOLD, now)
-    model.store.due_in(0, model.pipeline.policy, now, sweep)
+    clock[0] = T0 + 120
+    sweep = report(model)
     assert bool(model.store._live) is not written  # nothing decoded to count them
     assert (sweep.messages.sessions, sweep.messages.oldest) == (1, 120.0)  # s1, not s4
     assert (sweep.decisions.sessions, sweep.decisions.oldest) == (1, 90.0)
@@ -143,9 +161,9 @@ def test_a_sweep_counts_the_sessions_waiting_past_the_threshold_and_the_oldest_a
     ]
 
 
-def sweep_message(partition: int = 0) -> Message:
+def tick_message(partition: int = 0) -> Message:
     return cast(
-        Message, SimpleNamespace(topic="sessions", partition=partition, value=SWEEP, headers=())
+        Message, SimpleNamespace(topic="sessions", partition=partition, value=TICK, headers=())
     )
 
 
@@ -173,7 +191,7 @@ class Events:
         return [(name, fields) for name, _, fields in lines if name.startswith("waiting_too_long")]
 
 
-def test_the_sweep_logs_a_crossing_once_and_keeps_the_gauges(
+def test_the_tick_logs_a_crossing_once_and_keeps_the_gauges(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     events = Events(monkeypatch)
@@ -183,11 +201,11 @@ def test_the_sweep_logs_a_crossing_once_and_keeps_the_gauges(
     worker = Worker(model.pipeline, model.store, routing, waiting_warn_seconds=THRESHOLD)
 
     clock[0] = T0 + 50  # nothing past the threshold yet
-    worker.apply(sweep_message(), Batch())
+    worker.apply(tick_message(), Batch())
     assert events.taken() == [] and gauges() == (0, 0, 0, 0)
 
     clock[0] = T0 + 95  # s1 crossed at T0 + 60, s2 at T0 + 90
-    worker.apply(sweep_message(), Batch())
+    worker.apply(tick_message(), Batch())
     lines = events.taken()
     assert [
         (name, f["session_id"], f["kind"], f["waiting"], f["age_seconds"]) for name, f in lines
@@ -199,28 +217,28 @@ def test_the_sweep_logs_a_crossing_once_and_keeps_the_gauges(
     assert gauges() == (1, 95.0, 1, 65.0)
 
     clock[0] = T0 + 155  # still waiting: counted, not logged again; s4 crossed at T0 + 160
-    worker.apply(sweep_message(), Batch())
+    worker.apply(tick_message(), Batch())
     assert events.taken() == []
     assert gauges() == (1, 155.0, 1, 125.0)
 
     clock[0] = T0 + 170
-    worker.apply(sweep_message(), Batch())
+    worker.apply(tick_message(), Batch())
     assert [(f["session_id"], f["age_seconds"]) for _, f in events.taken()] == [("s4", 70.0)]
     assert gauges() == (2, 170.0, 1, 140.0)
 
-    # A finishing message for s1: it no longer counts at the next sweep.
+    # A finishing message for s1: it no longer counts at the next tick.
     model.send(MESSAGES, assistant("s1", message_id="a1"))
     clock[0] = T0 + 180
-    worker.apply(sweep_message(), Batch())
+    worker.apply(tick_message(), Batch())
     assert events.taken() == [] and gauges() == (1, 80.0, 1, 150.0)
 
     # The partition moves away: its figures leave the gauges; assigned again, its first
-    # sweep names every session past the threshold.
+    # tick names every session past the threshold.
     routing.assigned([])
     worker.assigned()
     assert gauges() == (0, 0, 0, 0)
     routing.owned = {0}
-    worker.apply(sweep_message(), Batch())
+    worker.apply(tick_message(), Batch())
     assert [f["session_id"] for _, f in events.taken()] == ["s2", "s4"]
 
 
@@ -236,7 +254,7 @@ def test_a_flood_of_crossings_is_named_up_to_a_limit_then_counted_in_one_line(
         model.pipeline, model.store, Routing("sessions", {}, 1, owned={0}), "dead_letter", 1.0
     )
     clock[0] = T0 + 10
-    worker.apply(sweep_message(), Batch())
+    worker.apply(tick_message(), Batch())
     lines = events.taken()
     assert len(lines) == NAMED + 1
     assert lines[-1][0] == "waiting_too_long_more" and lines[-1][1]["sessions"] == 7
