@@ -50,6 +50,9 @@ topics=(
     # workers that should not lose input: they resume from their committed offsets.
     "${STREAM_APP_TOPIC_MESSAGES:-llm.messages}|$partitions|retention.ms=$week"
     "${STREAM_APP_TOPIC_DECISIONS:-developer.decisions}|$partitions|retention.ms=$week"
+    # The agents' OpenTelemetry logs (the Collector's Kafka exporter, POST /v1/logs), turned
+    # into decisions on the decisions topic by the workers.
+    "${STREAM_APP_TOPIC_TELEMETRY:-otlp_logs}|$partitions|retention.ms=$week"
     # Outputs. The turn topic keeps the latest revision of every turn (compaction), the
     # final topic each turn once, when final; the dead-letter topic holds original records,
     # credentials included: keep it short, long enough to reprocess.

@@ -199,6 +199,40 @@ INTERNAL_IGNORED = Counter(
     ["reason"],
     registry=REGISTRY,
 )
+# The agents' telemetry (SPEC §10, ``ingest/telemetry.py``): every log record is one of
+# translated, ignored or untranslatable (a dead letter, also counted by reason above).
+TELEMETRY_TRANSLATED = Counter(
+    "stream_app_telemetry_translated",
+    "Agents' log records translated into decisions (sent to the decisions topic), by harness.",
+    ["harness"],
+    registry=REGISTRY,
+)
+TELEMETRY_IGNORED = Counter(
+    "stream_app_telemetry_ignored",
+    "Agents' log records that are no decision event (api_request and the like: normal), by "
+    "event name (the first 100 names a worker meets; later ones as 'other').",
+    ["event"],
+    registry=REGISTRY,
+)
+TELEMETRY_UNTRANSLATABLE = Counter(
+    "stream_app_telemetry_untranslatable",
+    "Agents' decision events that could not become a decision (untranslatable_telemetry "
+    "dead letters: no session id, an unknown verdict), by event name.",
+    ["event"],
+    registry=REGISTRY,
+)
+OTLP_REQUESTS = Counter(
+    "stream_app_otlp_requests",
+    "POST /v1/logs requests, by answer: accepted (200, on the telemetry topic), invalid (400), "
+    "unauthorized (401), too_large (413), unsupported (415), unavailable (503, no broker).",
+    ["outcome"],
+    registry=REGISTRY,
+)
+OTLP_LOG_RECORDS = Counter(
+    "stream_app_otlp_log_records",
+    "Log records of the /v1/logs requests written to the telemetry topic (answered 200).",
+    registry=REGISTRY,
+)
 BUILD_INFO = Gauge(
     "stream_app_build_info",
     "1, labelled with the release this worker runs: its package version and the commit it "
