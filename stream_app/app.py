@@ -47,6 +47,7 @@ from stream_app.checkpointing.consumer import (
 )
 from stream_app.config import Settings, load_settings
 from stream_app.core import finality
+from stream_app.core.inputs import DECISIONS
 from stream_app.models.topics import partition_for
 from stream_app.observability import logs, metrics
 from stream_app.runtime import allocator
@@ -64,6 +65,7 @@ from stream_app.state.sessions import session_of
 from stream_app.state.tables import KeyPartitionedTable
 from stream_app.worker import reachability, web_server
 from stream_app.worker.final_records import Finalizer
+from stream_app.worker.otlp_receiver import OtlpReceiver
 from stream_app.worker.pipeline import Pipeline
 from stream_app.worker.web_auth import guard_faust_views, requires_token
 from stream_app.worker.worker import TICK, Outbox, Routing, Worker
@@ -142,8 +144,13 @@ def create_app(settings: Settings) -> faust.App:
         sessions_topic=f"{settings.id}-sessions",
         kinds=settings.input_topics(),  # the input kinds (core/inputs.py) by their topics
         partitions=partitions,
+        # The agents' telemetry, translated into decisions on the decisions topic (SPEC §10).
+        telemetry_topic=settings.topic_telemetry,
+        decisions_topic=settings.topic_of(DECISIONS.name),
     )
-    records = topic(*routing.kinds, routing.sessions_topic, internal=True)  # made if missing
+    records = topic(  # made if missing
+        *routing.kinds, settings.topic_telemetry, routing.sessions_topic, internal=True
+    )
     sessions = topic(routing.sessions_topic, internal=True)
     turns = topic(settings.topic_turns, compacting=True)
     dead_letters = topic(settings.topic_dlq)
@@ -263,6 +270,34 @@ def create_app(settings: Settings) -> faust.App:
     @app.timer(reachability.WATCH_INTERVAL)  # type: ignore[untyped-decorator]
     async def watch_broker() -> None:
         await watch.check()
+
+    # -- the agents' telemetry in: POST /v1/logs (worker/otlp_receiver.py) -------------
+    async def to_telemetry(record: bytes) -> None:
+        """The request's record on the telemetry topic, returning once the broker has it."""
+        if not watch.reachable:
+            raise ConnectionError("no broker answers")
+        acknowledged = await app.producer.send(
+            settings.topic_telemetry,
+            key=None,
+            value=record,
+            partition=None,
+            timestamp=None,
+            headers=None,
+        )
+        await acknowledged
+
+    def observe_request(outcome: str, log_records: int) -> None:
+        metrics.OTLP_REQUESTS.labels(outcome=outcome).inc()
+        if outcome == "accepted":
+            metrics.OTLP_LOG_RECORDS.inc(log_records)
+
+    receiver = OtlpReceiver(
+        to_telemetry,
+        token=settings.web_token,
+        max_body_bytes=settings.max_record_bytes,
+        observe=observe_request,
+    )
+    receiver.add_route(cast(Any, app.web).web_app)  # answers while tables recover
 
     # -- pages -----------------------------------------------------------------------
     @app.page("/health")

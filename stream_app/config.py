@@ -117,6 +117,9 @@ class Settings(BaseSettings):
     topic_dlq: str = Field("turns.dlq", min_length=1)
     # Each turn once, when nothing can revise it any more (SPEC §8, worker/final_records.py).
     topic_final: str = Field("turns.final", min_length=1)
+    # The agents' OpenTelemetry logs (SPEC §10): OTLP requests, as the Collector's Kafka
+    # exporter writes them (its default topic) and POST /v1/logs writes them.
+    topic_telemetry: str = Field("otlp_logs", min_length=1)
     partitions: int = Field(4, ge=1)
     replication_factor: int = Field(1, ge=1)
     session_ttl_seconds: float = Field(24 * 3600.0, gt=0)

@@ -36,6 +36,7 @@ from stream_app.core.records import (
     load_input,
 )
 from stream_app.core.waiting import HINTS, WaitingSweep
+from stream_app.ingest import telemetry
 from stream_app.models.dead_letter import Reason
 from stream_app.models.topics import partition_for
 from stream_app.observability import logs, metrics
@@ -65,6 +66,8 @@ SWEEP = b'{"sweep":true}'
 # due index, ``state/due.py``, names them).
 TICK = b'{"tick":true}'
 TICK_SESSIONS = 20  # sessions a tick reads at most (about a run of records' time)
+TELEMETRY = "telemetry"  # a telemetry record's kind: no input kind, it makes decisions
+IGNORED_EVENT_NAMES = 100  # event labels of stream_app_telemetry_ignored; later: "other"
 
 
 @dataclass
@@ -83,6 +86,10 @@ class Routing:
     owned: set[int] = field(default_factory=set)  # this generation's sessions partitions
     copartitioned: dict[str, bool] = field(default_factory=dict)
     last_read: dict[TP, int] = field(default_factory=dict)  # for the lag gauge
+    # The agents' telemetry (SPEC §10): its topic, and the decisions topic its translated
+    # decisions go to, keyed by session ("" when the app reads no telemetry).
+    telemetry_topic: str = ""
+    decisions_topic: str = ""
 
     def assigned(self, partitions: Iterable[TP]) -> None:
         self.owned = {tp.partition for tp in partitions if tp.topic == self.sessions_topic}
@@ -132,6 +139,10 @@ class Worker:
         self.on_processing_error = on_processing_error
         self.waiting_warn_seconds = waiting_warn_seconds
         self._records_read = {name: metrics.RECORDS.labels(topic=name) for name in routing.kinds}
+        if routing.telemetry_topic:
+            telemetry_read = metrics.RECORDS.labels(topic=routing.telemetry_topic)
+            self._records_read[routing.telemetry_topic] = telemetry_read
+        self._ignored_events: set[str] = set()  # the event labels of TELEMETRY_IGNORED
         # By sessions partition, as its last tick found them: turns waiting to go final.
         self.finals_waiting: dict[int, int] = {}
         # By sessions partition, as its last tick's report found them: what waits past the
@@ -195,6 +206,9 @@ class Worker:
         if msg.topic == self.routing.sessions_topic:
             self._apply_forwarded(msg, batch)
             return
+        if msg.topic == self.routing.telemetry_topic:
+            self._apply_telemetry(msg, batch)
+            return
         routing = self.routing
         kind = routing.kinds[msg.topic]
         record = SourceRecord(
@@ -212,6 +226,39 @@ class Worker:
         if out.counts:  # what decoding counted: counted with the batch, like everything else
             batch.emitted.append(Emitted(out, None))
         batch.forward.append(Forward(key, dump_input(item), partition, msg.timestamp))
+
+    def _apply_telemetry(self, msg: Message, batch: Batch) -> None:
+        """A telemetry record (``ingest/telemetry.py``): each decision it makes goes to the
+        decisions topic keyed by its session, with the batch (on the broker before the
+        record's event is acknowledged: nothing lost in a crash, a copy read again collapses
+        by its ``decision_id``); each log record it could not translate, and a record that is
+        no request, is a dead letter. Each log record is counted here, as translated."""
+        routing = self.routing
+        record = SourceRecord(
+            TELEMETRY, msg.topic, msg.partition, msg.offset, msg.key, msg.value, msg.timestamp
+        )
+        done = telemetry.step(record, self.pipeline.policy, self.pipeline.clock())
+        for decision in done.translation.decisions:
+            key = decision.session_id.encode()
+            partition = partition_for(key, routing.partitions)
+            forward = Forward(
+                key, decision.value, partition, msg.timestamp, routing.decisions_topic
+            )
+            batch.forward.append(forward)
+        if done.out.dead_letters:
+            batch.emitted.append(Emitted(done.out, None))
+        self._telemetry_counts(done.translation)
+
+    def _telemetry_counts(self, translation: telemetry.Translation) -> None:
+        for harness, n in translation.translated.items():
+            metrics.TELEMETRY_TRANSLATED.labels(harness=harness).inc(n)
+        for event, n in translation.ignored.items():
+            if event not in self._ignored_events:
+                event = "other" if len(self._ignored_events) >= IGNORED_EVENT_NAMES else event
+                self._ignored_events.add(event)
+            metrics.TELEMETRY_IGNORED.labels(event=event).inc(n)
+        for event, n in translation.untranslatable.items():
+            metrics.TELEMETRY_UNTRANSLATABLE.labels(event=event).inc(n)
 
     def _apply_forwarded(self, msg: Message, batch: Batch) -> None:
         value = msg.value
@@ -436,11 +483,13 @@ class Outbox:
         for forward in batch.forward:
             await pause()
             await batches.append(
-                TP(sessions, forward.partition),
+                TP(forward.topic or sessions, forward.partition),
                 forward.key,
                 forward.value,
                 timestamp_ms=int(forward.timestamp * 1000),
-                headers=FORMAT_HEADERS,
+                # A decision translated from telemetry is a decisions topic's record as any
+                # producer's: no format header.
+                headers=FORMAT_HEADERS if forward.topic is None else [],
             )
         acks += [delivery.acknowledged for delivery in await batches.hand_over_all()]
         return acks
