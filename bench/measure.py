@@ -324,10 +324,9 @@ async def peer_rate(on: Cluster, records: Records, kind: str, workdir: Path) -> 
 async def soak(sessions: int, ttl: float, args: Any) -> dict[str, Any]:
     """(s) One worker's RSS as idle sessions (a finished call each) arrive ``SOAK_STEP`` at
     a time, at rest with them all (after ``REST``), and at rest again once every one has
-    outlived ``ttl`` and the sweeps deleted it; ``/metrics`` says how many it holds."""
+    outlived ``ttl`` and the ticks deleted it; ``/metrics`` says how many it holds."""
     settings = {
         "STREAM_APP_SESSION_TTL_SECONDS": f"{ttl}",
-        "STREAM_APP_SWEEP_INTERVAL_SECONDS": "10",
     }
     rows: list[dict[str, float]] = []
     async with (

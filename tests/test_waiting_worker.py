@@ -38,7 +38,7 @@ def test_a_message_never_finished_and_a_decision_never_joined_show_on_metrics_an
             "STREAM_APP_PARTITIONS": str(PARTITIONS),
             "STREAM_APP_ORG_ID": ORG,
             "STREAM_APP_WAITING_WARN_SECONDS": "2",
-            "STREAM_APP_SWEEP_INTERVAL_SECONDS": "0.5",
+            "STREAM_APP_FINAL_TICK_SECONDS": "0.5",
         },
         p.workdir,
     )
@@ -65,7 +65,7 @@ def test_a_message_never_finished_and_a_decision_never_joined_show_on_metrics_an
         assert time.monotonic() < deadline, f"{found}; {worker.log.read_text()[-3000:]}"
         time.sleep(0.1)
     assert found[2] >= 2 and found[3] >= 2
-    # Later sweeps still count them, and name them no more.
+    # Later ticks still count them, and name them no more.
     while (later := figures())[2] < found[2] + 2:
         assert time.monotonic() < deadline, f"{later}; {worker.log.read_text()[-3000:]}"
         time.sleep(0.1)

@@ -73,7 +73,7 @@ WINDOW_VARIABLE = "STREAM_APP_LATE_DECISION_WINDOW_SECONDS"
 # Unless the environment says otherwise, dev's worker names a message that waits for a
 # finishing message, or a decision for its turn, within seconds (its `waiting_too_long` log
 # lines, which dev prints): a newcomer's misspelt finishReason shows while they look.
-DEV_WAITING = {"STREAM_APP_WAITING_WARN_SECONDS": "10", "STREAM_APP_SWEEP_INTERVAL_SECONDS": "2"}
+DEV_WAITING = {"STREAM_APP_WAITING_WARN_SECONDS": "10"}  # reported at every tick (1 s)
 WAITING_EVENTS = ("waiting_too_long", "waiting_too_long_more")
 
 T = TypeVar("T")
@@ -383,7 +383,7 @@ def waiting_line(line: bytes) -> str | None:
     if doc["event"] == "waiting_too_long_more":
         return (
             f"waiting: {counted(doc.get('sessions', 0), 'more session')} crossed "
-            "STREAM_APP_WAITING_WARN_SECONDS in one sweep; the worker's log counts them"
+            "STREAM_APP_WAITING_WARN_SECONDS at once; the worker's log counts them"
         )
     kind, n = doc.get("kind"), doc.get("waiting", 0)
     waited = f"{'has' if n == 1 else 'have'} waited {doc.get('age_seconds', 0):g} s"
