@@ -18,6 +18,7 @@ from typing import IO
 
 import orjson
 
+from stream_app.cli import replay_telemetry
 from stream_app.cli.arguments import Commands
 from stream_app.config import Settings, load_settings
 from stream_app.console.wording import counted, named, unclosed_warning
@@ -25,7 +26,7 @@ from stream_app.core.counts import Count
 from stream_app.core.dead_letter import dead_letter, rejected
 from stream_app.core.inputs import INPUTS, names
 from stream_app.core.records import Origin, Outputs, Unread, turns_line
-from stream_app.ingest.lines import read_line
+from stream_app.ingest.lines import read_line, telemetry_line
 from stream_app.models.dead_letter import Reason
 from stream_app.runtime import allocator
 from stream_app.runtime.allocator import tune_gc
@@ -75,7 +76,9 @@ class Ledger:
     def count(self, totals: Counter[str]) -> None:
         """Adds the equation's terms to ``totals`` (``waiting:*`` are counted at the end)."""
         totals["records_read"] = (
-            sum(totals[kind.read] for kind in INPUTS.values()) + totals[RECORDS_OTHER]
+            sum(totals[kind.read] for kind in INPUTS.values())
+            + totals[RECORDS_OTHER]
+            + replay_telemetry.records_read(totals)
         )
         totals["in_turns"] = sum(self.turns.values())
         totals["duplicates"] = totals[Count.REPROCESSED] + sum(
@@ -90,8 +93,12 @@ class Ledger:
 def records(
     lines: Iterable[bytes], settings: Settings, pipeline: Pipeline, ledger: Ledger | None = None
 ) -> Iterator[Outputs]:
+    telemetry = replay_telemetry.TelemetryLines(pipeline)
     for offset, line in enumerate(lines):
         if not line or line.isspace():
+            continue
+        if (tele := telemetry_line(line, offset, settings)) is not None:
+            yield from telemetry.outputs(tele, ledger.add if ledger is not None else _nothing)
             continue
         read = read_line(line, offset, settings)
         if isinstance(read, str):
@@ -109,6 +116,10 @@ def records(
             ledger.add(out)
         out.counts[INPUTS[record.kind].read] += 1  # type: ignore[index]  # replay's own count
         yield out
+
+
+def _nothing(out: Outputs) -> None:
+    return None
 
 
 def end_sessions(pipeline: Pipeline) -> Outputs:
@@ -252,6 +263,8 @@ def summary(counts: Counter[str]) -> str:
         equation(counts),
         f"{counted(counts['sessions_in_state'], 'session')} in state",
     ]
+    if (telemetry := replay_telemetry.clause(counts)) is not None:
+        parts.insert(1, telemetry)
     return "stream-app replay: " + "; ".join(parts)
 
 

@@ -15,6 +15,11 @@ from stream_app.core.records import SourceRecord
 from stream_app.models.json_types import Json
 
 NOT_A_KIND = "topic: must be " + " or ".join(f'"{name}"' for name in INPUTS)
+# A replay line of the agents' telemetry (SPEC §10): ``{"topic": "telemetry", "value": <an
+# OTLP ExportLogsServiceRequest, JSON>}``, the telemetry topic's record (no input kind: it
+# makes decisions, ``cli/replay_telemetry.py``).
+TELEMETRY = "telemetry"
+_TELEMETRY_MARK = b'"telemetry"'
 
 
 def record_value(value: Json) -> bytes:
@@ -60,6 +65,24 @@ def source_record(line: bytes, offset: int, settings: Settings) -> SourceRecord 
     its input with this too, so both take the same lines)."""
     read = read_line(line, offset, settings)
     return read if isinstance(read, str) else read[0]
+
+
+def telemetry_line(line: bytes, offset: int, settings: Settings) -> SourceRecord | None:
+    """A telemetry line as the telemetry topic's record; None for any other line (looked at
+    only when it names the topic at all)."""
+    if _TELEMETRY_MARK not in line:
+        return None
+    try:
+        doc = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(doc, dict) or doc.get("topic") != TELEMETRY or "value" not in doc:
+        return None
+    key = doc.get("key")
+    raw_key = key.encode() if isinstance(key, str) else None
+    return SourceRecord(
+        TELEMETRY, settings.topic_telemetry, 0, offset, raw_key, record_value(doc["value"])
+    )
 
 
 def read_line(line: bytes, offset: int, settings: Settings) -> tuple[SourceRecord, Json] | str:
