@@ -254,6 +254,8 @@ def test_dev_demo_shows_revisions_and_dead_letters_and_removes_its_folder(
     dev.wait_for_stdout("starting the embedded broker (tansu)...\n", timeout=10)  # at once
     assert dev.stdout.startswith("starting the embedded broker")  # the first line
     dev.wait_for_stdout(READY_LINE)
+    # Where an agent sends its telemetry: the worker's POST /v1/logs (issue 51).
+    dev.wait_for_stdout("agents: export OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:")
     # What replay shows for the same file (README): the late decision's revision, and the
     # four dead letters, each printed as the worker writes it.
     dev.wait_for_stdout('turn ["sess-7f3a","msg-a4"], revision 2: ')

@@ -497,6 +497,13 @@ def _banner(broker: _Broker, settings: Settings, workdir: Path, keep: bool) -> N
     # A line to paste into another shell: publish, tail and export then find this broker.
     print(f"clients: export STREAM_APP_BROKER_URL={broker.url}", flush=True)
     print(f"worker web: http://127.0.0.1:{settings.web_port}  (/metrics /ready)", flush=True)
+    # The agents' own telemetry (SPEC §10): an agent in another shell sends its decisions
+    # as OpenTelemetry logs to the worker's POST /v1/logs (README, "Agents in").
+    print(
+        f"agents: export OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:{settings.web_port} "
+        "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf OTEL_LOGS_EXPORTER=otlp",
+        flush=True,
+    )
     print(
         f"topics: in {', '.join(settings.input_topics())}; "
         f"out {settings.topic_turns}, {settings.topic_dlq}, {settings.topic_final}",
