@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import random
 from typing import Any
 
@@ -366,9 +367,13 @@ def line_pair(line: bytes) -> tuple[bytes, bytes]:
     return doc["key"].encode(), value
 
 
-def assert_once(tables: Tables) -> dict[bytes, bytes]:
+def assert_once(tables: Tables, forgets_after: float | None = None) -> dict[bytes, bytes]:
     """Every turn on the final topic, each once or repeated identical, and each final one
-    of its key's revisions on the turn topic, with that revision's number."""
+    of its key's revisions on the turn topic, with that revision's number.
+
+    With ``forgets_after`` (the final keys' horizon, TTL plus window), a key may go final
+    again once that long has passed since it last did: its finishing message read again
+    after the key was forgotten makes a new turn (semantics.md states the bound)."""
     records = final_records(tables)
     emitted: dict[bytes, set[tuple[int, bytes]]] = {}
     for key, revision, value in tables.turns:
@@ -376,14 +381,19 @@ def assert_once(tables: Tables) -> dict[bytes, bytes]:
     assert set(records) == set(emitted), "every turn reaches the final topic"
     finals = {}
     for key, versions in records.items():
-        assert len(versions) == 1, f"{key!r} went final with differing records"
-        ((revision, value, headers),) = versions
-        assert (revision, value) in emitted[key]
-        named = dict(headers)
-        assert named["revision"] == str(revision).encode()
-        assert named["final_reason"] in (b"window", b"evicted", b"expired")
-        assert_valid_turn(orjson.loads(value))
-        finals[key] = value
+        if len(versions) > 1 and forgets_after is not None:
+            instants = sorted({f.final_after for f in tables.finals if f.key_bytes == key})
+            apart = all(b - a > forgets_after for a, b in itertools.pairwise(instants))
+            assert apart and len(instants) == len(versions), f"{key!r} went final twice"
+        else:
+            assert len(versions) == 1, f"{key!r} went final with differing records"
+        for revision, value, headers in versions:
+            assert (revision, value) in emitted[key]
+            named = dict(headers)
+            assert named["revision"] == str(revision).encode()
+            assert named["final_reason"] in (b"window", b"evicted", b"expired")
+            assert_valid_turn(orjson.loads(value))
+            finals[key] = value
     return finals
 
 
@@ -439,7 +449,7 @@ def test_turns_closing_mid_stream_still_go_final_once_each(
 ) -> None:
     policy, seconds = CLOSING[closing]
     tables = run_schedule(policy, streams, schedule, seconds=seconds)
-    assert_once(tables)
+    assert_once(tables, policy.session_ttl_seconds + policy.late_decision_window_seconds)
     assert finals_left(tables) == 0 and tables.heads.data == {}
 
 
