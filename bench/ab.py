@@ -27,11 +27,15 @@ HERE = Path(__file__).resolve().parent.parent
 _CORE = """
 import io, sys, time
 from stream_app.config import Settings
-from stream_app.cli.replay import replay
 try:
+    from stream_app.cli.replay import replay
     from stream_app.runtime.allocator import tune_gc
-except ImportError:
-    tune_gc = lambda: None
+except ImportError:  # a checkout from before the package's rooms
+    from stream_app.replay import replay
+    try:
+        from stream_app.cli import tune_gc
+    except ImportError:
+        tune_gc = lambda: None
 lines = open(sys.argv[1], "rb").read().splitlines()
 tune_gc()
 started = time.process_time()
