@@ -1,7 +1,7 @@
 """The decoders of the input kinds (``core/inputs.py``): a record's JSON to the core's
 session input (SPEC §2, §3, §6), or the exception that makes it a dead letter.
 
-Each kind's decoder tries its fast path first (the msgspec Structs of ``core/wire.py``),
+Each kind's decoder tries its fast path first (the msgspec Structs of ``core/input_structs.py``),
 which never changes what a record becomes, only how fast, and leaves anything it declines
 to the pydantic models, which decide it and word its dead letter. The input a decoder makes
 carries its record as a later dead letter will (``Origin``): a message's with its content
@@ -16,7 +16,7 @@ from typing import cast
 
 import msgspec
 
-from stream_app.core import jsonbytes, wire
+from stream_app.core import input_structs, jsonbytes
 from stream_app.core.collapse import codex_sibling, natural_key
 from stream_app.core.counts import Count
 from stream_app.core.inference_message import (
@@ -87,10 +87,10 @@ def _fast_message(
     doc: Json, record: SourceRecord, counts: Counter[Count], policy: Policy
 ) -> SessionMessage | None:
     """The message, when the Struct takes the document and every rule the models keep in
-    Python holds (``core/wire.py``); None leaves it to ``_message``, which decides it as it
+    Python holds (``core/input_structs.py``); None leaves it to ``_message``, which decides it as it
     always has. Nothing is counted before the last None."""
     try:
-        event = msgspec.convert(doc, wire.EventStruct)
+        event = msgspec.convert(doc, input_structs.EventStruct)
     except msgspec.ValidationError:
         return None
     message = event.message
@@ -201,9 +201,9 @@ def _decision(doc: Json, record: SourceRecord, policy: Policy) -> SessionDecisio
 
 def _fast_decision(doc: Json, record: SourceRecord, policy: Policy) -> SessionDecision | None:
     """The decision, when the Struct takes the document and the rules the models keep in
-    Python hold (``core/wire.py``); None leaves it to ``_decision``."""
+    Python hold (``core/input_structs.py``); None leaves it to ``_decision``."""
     try:
-        payload = msgspec.convert(doc, wire.DecisionStruct)
+        payload = msgspec.convert(doc, input_structs.DecisionStruct)
     except msgspec.ValidationError:
         return None
     delay = payload.observation_delay_ms
@@ -222,7 +222,7 @@ def _fast_decision(doc: Json, record: SourceRecord, policy: Policy) -> SessionDe
 
 
 def _session_decision(
-    payload: DecisionPayload | wire.DecisionStruct,
+    payload: DecisionPayload | input_structs.DecisionStruct,
     delay: int | None,
     fields: JsonObject,
     record: SourceRecord,

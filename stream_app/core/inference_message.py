@@ -1,6 +1,6 @@
 """Message → InferenceMessage (SPEC §2), and the inference call id of a completing message.
 
-A message arrives as the pydantic model or as intake's msgspec Struct (``core/wire.py``):
+A message arrives as the pydantic model or as intake's msgspec Struct (``core/input_structs.py``):
 both have the fields read here, under the same names (the protocols below), so one
 translation serves both.
 """

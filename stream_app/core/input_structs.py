@@ -7,7 +7,7 @@ when the models would take it with the same values; the few rules the models kee
 (a role spelled as a number, ``sequence``, a content part's one kind, a message's one entry,
 RFC 3339 date-times, the tenant) are checked after the Struct by ``core/intake.py``, which
 leaves any document failing one to the models. So the fast path never changes what a record
-becomes, only how fast (``tests/core/test_wire.py`` holds it to that on generated records).
+becomes, only how fast (``tests/core/test_input_structs.py`` holds it to that on generated records).
 
 Field types mirror the models: a union lists what the models' before-validators take,
 unknown fields are ignored on messages and refused on decisions, and ids carry the

@@ -1,4 +1,4 @@
-"""Intake's fast path (``core/wire.py``) decides nothing the models would decide otherwise.
+"""Intake's fast path (``core/input_structs.py``) decides nothing the models would decide otherwise.
 
 For any record, ``decode`` gives the same input or the same dead letter (same counts, same
 error) with the msgspec Structs as with the pydantic models alone; and the Structs do take
