@@ -21,7 +21,8 @@ from bench.workload import generate
 from stream_app.cli.replay import replay
 from stream_app.config import Settings
 from stream_app.datasets.files import write_dataset
-from stream_app.datasets.formats import Options, read_turn_lines
+from stream_app.datasets.options import Options
+from stream_app.datasets.turn_lines import read_turn_lines
 
 CASES: list[tuple[str, dict[str, Any], bool]] = [
     ("chat (openai)", {"format": "chat"}, False),

@@ -20,16 +20,14 @@ from bench.workload import generate
 from stream_app.cli.main import main
 from stream_app.cli.replay import replay
 from stream_app.config import Settings
-from stream_app.datasets.files import DatasetError, sidecar, write_dataset
-from stream_app.datasets.formats import (
-    SKIPS,
-    Options,
-    SkipReason,
-    TurnLines,
-    read_turn_lines,
-    rfc3339,
-    split_of,
-)
+from stream_app.datasets.content import rfc3339
+from stream_app.datasets.files import write_dataset
+from stream_app.datasets.layout import sidecar
+from stream_app.datasets.options import Options
+from stream_app.datasets.skips import SKIPS, SkipReason
+from stream_app.datasets.split import split_of
+from stream_app.datasets.turn_lines import TurnLines, read_turn_lines
+from stream_app.datasets.writers import DatasetError
 from tests.contracts import assert_valid_turn, assert_valid_turn_key
 from tests.factories import ORG, assistant, message, tool_call
 from tests.terminal import on_a_terminal
@@ -529,10 +527,10 @@ def test_the_parquet_file_holds_the_chat_lines_columns(tmp_path: Path) -> None:
 def test_an_export_that_fails_leaves_no_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import stream_app.datasets.files as files
+    from stream_app.datasets.writers import JsonLinesWriter
 
     turns = replayed(workload(records=300, sessions=4))
-    real = files._Jsonl.write
+    real = JsonLinesWriter.write
     written = 0
 
     def failing(self: Any, record: Any, line: bytes) -> None:
@@ -542,7 +540,7 @@ def test_an_export_that_fails_leaves_no_file(
             raise OSError(28, "No space left on device", "x")
         real(self, record, line)
 
-    monkeypatch.setattr(files._Jsonl, "write", failing)
+    monkeypatch.setattr(JsonLinesWriter, "write", failing)
     with pytest.raises(OSError):
         export(turns, tmp_path, format="chat", eval_fraction=0.5)
     assert list(tmp_path.iterdir()) == []
@@ -662,8 +660,8 @@ def test_docs_name_every_field_and_reason_and_the_readme_command_parses() -> Non
     from typing import get_type_hints
 
     from stream_app.cli.main import _parser
-    from stream_app.datasets.files import Manifest, ManifestFile
-    from stream_app.datasets.formats import ChatMessage, ExampleMetadata
+    from stream_app.datasets.manifest import Manifest, ManifestFile
+    from stream_app.datasets.record_types import ChatMessage, ExampleMetadata
 
     docs = (ROOT / "docs" / "records.md").read_text().split("## Datasets", 1)[1]
     for reason in SkipReason:

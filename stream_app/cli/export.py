@@ -14,7 +14,7 @@ from stream_app.config import load_settings
 MAX_EXAMPLE_BYTES = 16 * 1024 * 1024  # datasets.formats.MAX_EXAMPLE_BYTES, not imported at start
 
 if TYPE_CHECKING:
-    from stream_app.datasets.formats import TurnLines
+    from stream_app.datasets.turn_lines import TurnLines
 
 
 def register(commands: Commands) -> None:
@@ -156,18 +156,15 @@ def _command(args: argparse.Namespace) -> int:
     from stream_app import release
     from stream_app.broker.clients import quiet_client_log
     from stream_app.console.progress import progress
-    from stream_app.datasets.files import (
-        DatasetError,
-        Provenance,
-        is_folder,
-        is_parquet,
-        require_parquet,
-        write_dataset,
-        written,
-    )
-    from stream_app.datasets.files import summary as dataset_summary
-    from stream_app.datasets.formats import Options, TurnLines
+    from stream_app.datasets.files import write_dataset
+    from stream_app.datasets.layout import is_folder, is_parquet
+    from stream_app.datasets.manifest import Provenance, written
+    from stream_app.datasets.manifest import summary as dataset_summary
+    from stream_app.datasets.options import Options
     from stream_app.datasets.topic import ExportError, export_turns, summary
+    from stream_app.datasets.turn_lines import TurnLines
+    from stream_app.datasets.writers import DatasetError, require_parquet
+    from stream_app.models.json_types import JsonObject
 
     settings = load_settings()
     folder = is_folder(args.out)
@@ -193,7 +190,7 @@ def _command(args: argparse.Namespace) -> int:
         if args.from_file is not None:
             read, sha = _read_turns_file(Path(args.from_file), args.max_example_bytes)
             source = args.from_file
-            given: dict[str, object] = {"path": args.from_file, "sha256": sha}
+            given: JsonObject = {"path": args.from_file, "sha256": sha}
         else:
             quiet_client_log()
             read = TurnLines(max_bytes=args.max_example_bytes)
@@ -306,7 +303,7 @@ def _read_turns_file(path: Path, max_bytes: int) -> tuple[TurnLines, str]:
     import hashlib
 
     from stream_app.console.progress import progress
-    from stream_app.datasets.formats import TurnLines
+    from stream_app.datasets.turn_lines import TurnLines
 
     try:
         source = path.open("rb")

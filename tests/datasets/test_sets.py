@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from stream_app.cli.main import main
-from stream_app.datasets.formats import read_turn_lines
+from stream_app.datasets.turn_lines import read_turn_lines
 from tests.datasets.test_verdicts import export, lines, verdict_turns
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -115,7 +115,7 @@ def test_a_failure_between_files_and_sigint_keep_the_old_set_whole(
     turns = verdict_turns()
     export(tmp_path, "set", turns, folder=True, format="kto", eval_fraction=0.2)
     before = snapshot(tmp_path / "set")
-    real = files._digest
+    real = files.file_digest
     calls = 0
 
     def failing(path: Path) -> tuple[int, str]:
@@ -125,23 +125,23 @@ def test_a_failure_between_files_and_sigint_keep_the_old_set_whole(
             raise OSError(28, "No space left on device", str(path))
         return real(path)
 
-    monkeypatch.setattr(files, "_digest", failing)
+    monkeypatch.setattr(files, "file_digest", failing)
     with pytest.raises(OSError):
         export(tmp_path, "set", turns, folder=True, format="dpo", eval_fraction=0.2)
     assert snapshot(tmp_path / "set") == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["set"]
-    monkeypatch.setattr(files, "_digest", real)
+    monkeypatch.setattr(files, "file_digest", real)
 
     def interrupted(path: Path) -> tuple[int, str]:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(files, "_digest", interrupted)
+    monkeypatch.setattr(files, "file_digest", interrupted)
     with pytest.raises(KeyboardInterrupt):
         export(tmp_path, "set", turns, folder=True, format="dpo")
     assert snapshot(tmp_path / "set") == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["set"]
     # A file set: the old manifest never describes new files (it goes before the renames).
-    monkeypatch.setattr(files, "_digest", real)
+    monkeypatch.setattr(files, "file_digest", real)
     export(tmp_path, "ds.jsonl", turns, format="kto", eval_fraction=0.2)
     monkeypatch.setattr(files.os, "replace", _fail_second(os.replace))
     with pytest.raises(OSError):
@@ -291,7 +291,7 @@ def test_a_topic_export_feeds_the_formats_without_a_spool_file() -> None:
     """The turn lines a topic gives go into the reader as they are (add_keyed), parsed once
     when written: the same dataset as from the file."""
     read_file = read_turn_lines(verdict_turns().splitlines())
-    from stream_app.datasets.formats import TurnLines
+    from stream_app.datasets.turn_lines import TurnLines
 
     fed = TurnLines()
     for line in verdict_turns().splitlines():

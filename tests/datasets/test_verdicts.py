@@ -20,7 +20,9 @@ from bench.workload import generate
 from stream_app.cli.replay import replay
 from stream_app.config import Settings
 from stream_app.datasets.files import write_dataset
-from stream_app.datasets.formats import SKIPS, Options, read_turn_lines
+from stream_app.datasets.options import Options
+from stream_app.datasets.skips import SKIPS
+from stream_app.datasets.turn_lines import read_turn_lines
 from tests.factories import ORG
 
 ROLES = {"system", "user", "assistant", "tool"}
@@ -148,11 +150,11 @@ def test_dpo_pairs_share_a_prompt_and_live_in_one_split(tmp_path: Path) -> None:
 
 def test_dpo_writes_at_most_three_pairs_a_prompt(tmp_path: Path) -> None:
     """Five accepted and five rejected answers to one prompt: three pairs, the rest counted."""
-    from stream_app.datasets import formats
+    from stream_app.datasets import preferences
 
     manifest, _ = export(tmp_path, "few.jsonl", format="dpo")
     assert manifest["skipped"]["pair_limit"] == 0
-    assert formats.MAX_PAIRS == 3
+    assert preferences.MAX_PAIRS == 3
     base = orjson.loads(verdict_turns().splitlines()[0])
     out = []
     for i, accepted in enumerate([True] * 5 + [False] * 5):

@@ -1,0 +1,71 @@
+"""The dataset card of a folder: YAML configs and features, then what the set is."""
+
+from __future__ import annotations
+
+import orjson
+
+from stream_app.datasets.features import features, yaml_features
+from stream_app.datasets.layout import SPLIT_NAMES
+from stream_app.datasets.manifest import Manifest
+from stream_app.datasets.options import Options, Split
+from stream_app.datasets.preferences import MAX_PAIRS
+from stream_app.datasets.writers import SplitFiles
+
+
+def card(manifest: Manifest, options: Options, ext: str, outs: dict[Split, SplitFiles]) -> str:
+    """The dataset card: YAML ``configs`` naming the splits written and ``dataset_info``
+    features (JSON is YAML), then what the set is, where it came from and how it was split."""
+    written = [t for t in outs.values() if t.writer is not None]
+    files = [
+        {"split": SPLIT_NAMES[t.split], "path": f"data/{SPLIT_NAMES[t.split]}-*.{ext}"}
+        for t in written
+    ]
+    configs = [{"config_name": "default", "data_files": files}]
+    info = {"features": yaml_features(features(options))}
+    front = (
+        "---\nconfigs: "
+        + orjson.dumps(configs).decode()
+        + "\ndataset_info: "
+        + orjson.dumps(info).decode()
+        + "\n---\n"
+    )
+    profile = manifest["profile"]
+    encoding = {
+        "openai": "tool arguments are JSON text (OpenAI's encoding); tool results are text",
+        "trl": "tool arguments are JSON objects (TRL's encoding); tool results are text",
+        None: "a Turn is a JSON object (HF `Json`)",
+    }[profile]
+    prov = manifest["provenance"]
+    lines = [
+        f"# stream-app {manifest['format']} dataset",
+        "",
+        f"- Format: `{manifest['format']}`"
+        + (f", profile `{profile}`" if profile else "")
+        + f"; {encoding}.",
+        f"- Input: {manifest['source']} ({orjson.dumps(prov['input']).decode()}).",
+        f"- Made by stream-app {prov['stream_app_version']}: `{' '.join(prov['command'])}`.",
+        f"- Split by {manifest['split']['by']}: {manifest['split']['rule']}; salt "
+        f"`{manifest['split']['salt']}`.",
+        "- Records: "
+        + ", ".join(f"{k} {v}" for k, v in manifest["split"]["records"].items())
+        + "."
+        + "".join(
+            f" The {k} split is empty and not written: {v}."
+            for k, v in manifest["split"]["empty"].items()
+        ),
+        f"- Prompts in both splits: {manifest['shared_prompts']}.",
+        f"- Credentials redacted: {manifest['redacted']}"
+        + (" (redaction off: --keep-credentials)." if options.keep_credentials else "."),
+        "- Turns skipped: "
+        + (", ".join(f"{k} {v}" for k, v in manifest["skipped"].items() if v) or "none")
+        + ".",
+    ]
+    if options.format == "dpo":
+        lines.append(f"- At most {MAX_PAIRS} pairs a prompt.")
+    if options.format in ("chat", "kto", "dpo"):
+        lines.append(
+            "- `metadata/` holds one line per row of `data/`, in the same order (session, "
+            "turn, decisions counted explicit and implicit apart, retention score)."
+        )
+    lines.append("- `manifest.json`: every file with its SHA-256.")
+    return front + "\n".join(lines) + "\n"

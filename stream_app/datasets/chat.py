@@ -1,0 +1,58 @@
+"""Chat examples (SFT): each assistant message a training target once."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from stream_app.datasets.conversation import conversation, prompt_hash
+from stream_app.datasets.options import Options
+from stream_app.datasets.profiles import profiled, tools_of
+from stream_app.datasets.record_types import ChatExample, ChatMessage, ExampleMetadata, Item
+from stream_app.datasets.skips import SkipReason, Skips
+from stream_app.datasets.turn_lines import SessionTurn
+from stream_app.datasets.verdicts import accepted, metadata
+
+
+def chat_examples(
+    session_id: str, turns: list[SessionTurn], options: Options, skips: Skips
+) -> Iterator[Item]:
+    """The session's chat examples, each assistant message a target once.
+
+    OpenAI: one example per turn, its own message ``weight: 1`` and every earlier assistant
+    message ``weight: 0``. TRL, whose loss covers every assistant message of a row: one row
+    per session, its messages up to its last turn (with ``--only-accepted``, up to the last
+    turn before the first one not accepted: the later ones are skipped ``not_accepted``).
+    """
+    profile = options.chosen_profile
+    if profile == "openai":
+        for step in conversation(session_id, turns, options, skips):
+            if options.only_accepted and not accepted(step.turn):
+                skips.add(step.key, SkipReason.NOT_ACCEPTED)
+                continue
+            messages = [profiled(m, profile, 0) for m in step.before]
+            messages.append(profiled(step.completion, profile, 1))
+            example: ChatExample = {"messages": messages}
+            if tools := tools_of(messages):
+                example["tools"] = tools
+            meta = metadata(session_id, step.turn)
+            yield Item(session_id, example, prompt_hash(step.before), dict(meta), (step.key,))
+        return
+    kept: list[ExampleMetadata] = []
+    keys: list[str] = []
+    last: list[ChatMessage] = []
+    first_prompt: str | None = None
+    stopped = False
+    for step in conversation(session_id, turns, options, skips):
+        if stopped or (options.only_accepted and not accepted(step.turn)):
+            skips.add(step.key, SkipReason.NOT_ACCEPTED)
+            stopped = True
+            continue
+        if first_prompt is None:
+            first_prompt = prompt_hash(step.before)
+        last = [*step.before, step.completion]
+        kept.append(metadata(session_id, step.turn))
+        keys.append(step.key)
+    if kept:
+        row: ChatExample = {"messages": last, "tools": tools_of(last)}
+        session_meta = {"session_id": session_id, "turns": kept}
+        yield Item(session_id, row, first_prompt, session_meta, tuple(keys))
