@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,7 +16,10 @@ from stream_app.config import load_settings
 MAX_EXAMPLE_BYTES = 16 * 1024 * 1024  # datasets.formats.MAX_EXAMPLE_BYTES, not imported at start
 
 if TYPE_CHECKING:
+    from stream_app.datasets.manifest import Manifest
+    from stream_app.datasets.options import Options
     from stream_app.datasets.turn_lines import TurnLines
+    from stream_app.models.json_types import JsonObject
 
 
 def register(commands: Commands) -> None:
@@ -153,18 +158,15 @@ def command(args: argparse.Namespace) -> int:
 def _command(args: argparse.Namespace) -> int:
     import asyncio
 
-    from stream_app import release
     from stream_app.broker.clients import quiet_client_log
     from stream_app.console.progress import progress
-    from stream_app.datasets.files import write_dataset
     from stream_app.datasets.layout import is_folder, is_parquet
-    from stream_app.datasets.manifest import Provenance, written
     from stream_app.datasets.manifest import summary as dataset_summary
+    from stream_app.datasets.manifest import written
     from stream_app.datasets.options import Options
-    from stream_app.datasets.topic import ExportError, export_turns, summary
+    from stream_app.datasets.topic import ExportError, spool_turns, summary
     from stream_app.datasets.turn_lines import TurnLines
     from stream_app.datasets.writers import DatasetError, require_parquet
-    from stream_app.models.json_types import JsonObject
 
     settings = load_settings()
     folder = is_folder(args.out)
@@ -183,69 +185,47 @@ def _command(args: argparse.Namespace) -> int:
         split_salt=args.split_salt,
     )
     said: list[str] = []
-    command_line = ["stream-app", *sys.argv[1:]] if sys.argv[1:2] == ["export"] else []
     try:
         if parquet:
             require_parquet()  # before a long read, not after it
-        if args.from_file is not None:
-            read, sha = _read_turns_file(Path(args.from_file), args.max_example_bytes)
-            source = args.from_file
-            given: JsonObject = {"path": args.from_file, "sha256": sha}
-        else:
-            quiet_client_log()
-            read = TurnLines(max_bytes=args.max_example_bytes)
-            offsets: dict[int, tuple[int, int]] = {}
-            with progress("exporting", in_bytes=False) as bar:
-                counts = asyncio.run(
-                    export_turns(
-                        settings,
-                        read.add_keyed,
-                        bootstrap=args.bootstrap,
-                        topic=args.topic,
-                        include_open=args.include_open,
-                        progress=bar.update,
-                        offsets=offsets,
+        with contextlib.ExitStack() as held:  # the file read, or the topic's spool, till written
+            if args.from_file is not None:
+                read, sha = _read_turns_file(held, Path(args.from_file), args.max_example_bytes)
+                source = args.from_file
+                given: JsonObject = {"path": args.from_file, "sha256": sha}
+            else:
+                quiet_client_log()
+                spool = held.enter_context(tempfile.TemporaryFile(prefix="stream-app-export-"))
+                offsets: dict[int, tuple[int, int]] = {}
+                with progress("exporting", in_bytes=False) as bar:
+                    counts, chosen = asyncio.run(
+                        spool_turns(
+                            settings,
+                            spool,
+                            bootstrap=args.bootstrap,
+                            topic=args.topic,
+                            include_open=args.include_open,
+                            progress=bar.update,
+                            offsets=offsets,
+                        )
                     )
-                )
-            default = settings.topic_turns if args.include_open else settings.topic_final
-            topic = args.topic or default
-            said.append(summary(counts, args.include_open, topic))
-            source = f"topic {topic}"
-            given = {
-                "topic": topic,
-                "partitions": [
-                    {"partition": p, "start": start, "end": end}
-                    for p, (start, end) in sorted(offsets.items())
-                ],
-            }
-        if read.turns == 0:
-            if read.records and args.from_file is not None:
-                print(
-                    f"stream-app export: {args.from_file}:{read.first_bad}: not a turn line "
-                    '({"key": "[session_id, inference_call_id]", "value": Turn}: the output of '
-                    "stream-app replay, not its input); nothing written",
-                    file=sys.stderr,
-                )
-                return 2
-            said.append(f"stream-app export: no turn in {source}: nothing written, {out} kept")
-            print("\n".join(said), file=sys.stderr)
-            return 0
-        provenance: Provenance = {
-            "input": given,
-            "stream_app_version": release(),
-            "command": command_line,
-        }
-        with progress("writing", in_bytes=False) as bar:
-            manifest = write_dataset(
-                read,
-                options,
-                out,
-                source,
-                progress=bar.update,
-                provenance=provenance,
-                folder=folder,
-                parquet=parquet,
-            )
+                read = TurnLines(source=spool, max_bytes=args.max_example_bytes)
+                for key, at, length in chosen:
+                    read.add_keyed(key, at, length)
+                default = settings.topic_turns if args.include_open else settings.topic_final
+                topic = args.topic or default
+                said.append(summary(counts, args.include_open, topic))
+                source = f"topic {topic}"
+                given = {
+                    "topic": topic,
+                    "partitions": [
+                        {"partition": p, "start": start, "end": end}
+                        for p, (start, end) in sorted(offsets.items())
+                    ],
+                }
+            manifest = _write(args, read, options, out, source, given, folder, parquet, said)
+            if manifest is None:
+                return 2 if read.records and args.from_file is not None else 0
     except (ExportError, DatasetError, OSError) as exc:
         why = f"{exc.filename}: {exc.strerror}" if isinstance(exc, OSError) else str(exc)
         print(f"stream-app export: {why}", file=sys.stderr)
@@ -256,6 +236,53 @@ def _command(args: argparse.Namespace) -> int:
         said.append("stream-app export: " + "; ".join(written(manifest, out)))
     print("\n".join(said), file=sys.stderr)
     return 0
+
+
+def _write(
+    args: argparse.Namespace,
+    read: TurnLines,
+    options: Options,
+    out: Path,
+    source: str,
+    given: JsonObject,
+    folder: bool,
+    parquet: bool,
+    said: list[str],
+) -> Manifest | None:
+    """The dataset of ``read`` written, or None (and its line said) when it holds no turn."""
+    from stream_app import release
+    from stream_app.console.progress import progress
+    from stream_app.datasets.files import write_dataset
+    from stream_app.datasets.manifest import Provenance
+
+    if read.turns == 0:
+        if read.records and args.from_file is not None:
+            print(
+                f"stream-app export: {args.from_file}:{read.first_bad}: not a turn line "
+                '({"key": "[session_id, inference_call_id]", "value": Turn}: the output of '
+                "stream-app replay, not its input); nothing written",
+                file=sys.stderr,
+            )
+            return None
+        said.append(f"stream-app export: no turn in {source}: nothing written, {out} kept")
+        print("\n".join(said), file=sys.stderr)
+        return None
+    provenance: Provenance = {
+        "input": given,
+        "stream_app_version": release(),
+        "command": ["stream-app", *sys.argv[1:]] if sys.argv[1:2] == ["export"] else [],
+    }
+    with progress("writing", in_bytes=False) as bar:
+        return write_dataset(
+            read,
+            options,
+            out,
+            source,
+            progress=bar.update,
+            provenance=provenance,
+            folder=folder,
+            parquet=parquet,
+        )
 
 
 def _positive(value: str) -> int:
@@ -297,28 +324,25 @@ def _export_usage(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _read_turns_file(path: Path, max_bytes: int) -> tuple[TurnLines, str]:
-    """The latest revision of every turn of a TURNS or FINAL file, with a progress bar, and
-    the SHA-256 of the file's bytes."""
+def _read_turns_file(
+    held: contextlib.ExitStack, path: Path, max_bytes: int
+) -> tuple[TurnLines, str]:
+    """The index of the latest revision of every turn of a TURNS or FINAL file, with a
+    progress bar, and the SHA-256 of the file's bytes. The file stays open in ``held``: the
+    dataset reads its lines again by position."""
     import hashlib
 
     from stream_app.console.progress import progress
-    from stream_app.datasets.turn_lines import TurnLines
+    from stream_app.datasets.turn_lines import read_turns_file
 
     try:
-        source = path.open("rb")
+        source = held.enter_context(path.open("rb"))
         size = path.stat().st_size
     except OSError as exc:
         raise OSError(exc.errno, exc.strerror, f"cannot read {path}") from None
-    read = TurnLines(max_bytes=max_bytes)
     digest = hashlib.sha256()
-    with source, progress("reading", in_bytes=True) as bar:
-        done = 0
-        for n, line in enumerate(source, 1):
-            digest.update(line)
-            read.add(line)
-            done += len(line)
-            if n % 1000 == 0:
-                bar.update(done, size)
-        bar.update(done, size)
+    with progress("reading", in_bytes=True) as bar:
+        read = read_turns_file(
+            source, max_bytes, digest.update, lambda done: bar.update(done, size)
+        )
     return read, digest.hexdigest()

@@ -3,13 +3,18 @@ pairs of one prompt)."""
 
 from __future__ import annotations
 
+import hashlib
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import IO, NamedTuple, cast
+
+import orjson
 
 from stream_app.datasets.conversation import conversation, prompt_hash, response_bytes
 from stream_app.datasets.options import Options
 from stream_app.datasets.profiles import pair_row
-from stream_app.datasets.record_types import ChatMessage, ExampleMetadata, Item, KtoRow
+from stream_app.datasets.record_types import ChatMessage, Item, KtoRow
 from stream_app.datasets.skips import SkipReason, Skips
 from stream_app.datasets.turn_lines import SessionTurn, TurnLines, sessions
 from stream_app.datasets.verdicts import metadata, verdict
@@ -33,17 +38,54 @@ def kto_rows(
         yield Item(key, row, key, meta, (step.key,))
 
 
+class _Answer(NamedTuple):
+    """A turn with a verdict, as dpo pairs it: its key, what its answer says (a digest of
+    ``response_bytes``), and where its answer and metadata wait in the spool."""
+
+    key: str
+    response: bytes
+    where: tuple[int, int]
+
+
 @dataclass(slots=True)
 class _Prompt:
-    prompt: list[ChatMessage]
-    chosen: list[tuple[str, ChatMessage, ExampleMetadata]] = field(default_factory=list)
-    rejected: list[tuple[str, ChatMessage, ExampleMetadata]] = field(default_factory=list)
+    where: tuple[int, int]  # the prompt's messages in the spool
+    chosen: list[_Answer] = field(default_factory=list)
+    rejected: list[_Answer] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Spool:
+    """Records written to a temporary file and read back by position: what dpo holds
+    between reading a turn and pairing it, out of memory."""
+
+    file: IO[bytes]
+    size: int = 0
+
+    def put(self, value: object) -> tuple[int, int]:
+        data = orjson.dumps(value)
+        self.file.write(data)
+        at, self.size = self.size, self.size + len(data)
+        return at, len(data)
+
+    def get(self, where: tuple[int, int]) -> bytes:
+        self.file.seek(where[0])
+        data = self.file.read(where[1])
+        self.file.seek(0, 2)
+        return data
 
 
 def dpo_rows(read: TurnLines, options: Options, skips: Skips) -> Iterator[Item]:
     """Pairs of an accepted and a rejected turn with one prompt, at most ``MAX_PAIRS`` a
-    prompt, in the order the prompts were first met. Holds every turn with a verdict until
-    the input is read: a prompt's turns may be anywhere in it."""
+    prompt, in the order the prompts were first met. A prompt's turns may be anywhere in the
+    input, so each turn with a verdict is kept until the input is read: in memory as its
+    key, digests and a position; its prompt (once a prompt), answer and metadata in a spool
+    file, read back when its pair is written."""
+    with tempfile.TemporaryFile(prefix="stream-app-dpo-") as file:
+        yield from _pairs(read, options, skips, _Spool(file))
+
+
+def _pairs(read: TurnLines, options: Options, skips: Skips, spool: _Spool) -> Iterator[Item]:
     prompts: dict[str, _Prompt] = {}
     for session_id, turns in sessions(read, skips):
         for step in conversation(session_id, turns, options, skips):
@@ -52,29 +94,30 @@ def dpo_rows(read: TurnLines, options: Options, skips: Skips) -> Iterator[Item]:
                 skips.add(step.key, label)
                 continue
             key = prompt_hash(step.before)
-            entry = prompts.setdefault(key, _Prompt(list(step.before)))
+            entry = prompts.get(key)
+            if entry is None:
+                entry = prompts[key] = _Prompt(spool.put(step.before))
             side = entry.chosen if label else entry.rejected
-            side.append((step.key, step.completion, metadata(session_id, step.turn)))
+            answer = [step.completion, metadata(session_id, step.turn)]
+            response = hashlib.sha256(response_bytes(step.completion)).digest()
+            side.append(_Answer(step.key, response, spool.put(answer)))
     profile = options.chosen_profile
     for key, entry in prompts.items():
         used: set[int] = set()
         identical: set[int] = set()
         pairs = 0
-        chosen_left: list[str] = []
-        for ck, chosen, cmeta in entry.chosen:
+        for chosen in entry.chosen:
             partner = None
-            for j, (_, rejected, _) in enumerate(entry.rejected):
+            for j, rejected in enumerate(entry.rejected):
                 if j in used:
                     continue
-                if response_bytes(rejected) == response_bytes(chosen):
+                if rejected.response == chosen.response:
                     identical.add(j)
                     continue
                 partner = j
                 break
             if partner is None or pairs >= MAX_PAIRS:
-                same = any(
-                    response_bytes(r) == response_bytes(chosen) for _, r, _ in entry.rejected
-                )
+                same = any(r.response == chosen.response for r in entry.rejected)
                 reason = (
                     SkipReason.PAIR_LIMIT
                     if pairs >= MAX_PAIRS and partner is not None
@@ -82,15 +125,18 @@ def dpo_rows(read: TurnLines, options: Options, skips: Skips) -> Iterator[Item]:
                     if same
                     else SkipReason.UNPAIRED
                 )
-                skips.add(ck, reason)
-                chosen_left.append(ck)
+                skips.add(chosen.key, reason)
                 continue
             used.add(partner)
             pairs += 1
-            rk, rejected, rmeta = entry.rejected[partner]
-            meta = {"prompt_sha256": key, "chosen": cmeta, "rejected": rmeta}
-            yield Item(key, pair_row(entry.prompt, chosen, rejected, profile), key, meta, (ck, rk))
-        for j, (rk, _, _) in enumerate(entry.rejected):
+            rejected = entry.rejected[partner]
+            prompt = cast(list[ChatMessage], orjson.loads(spool.get(entry.where)))
+            chosen_message, chosen_meta = orjson.loads(spool.get(chosen.where))
+            rejected_message, rejected_meta = orjson.loads(spool.get(rejected.where))
+            meta = {"prompt_sha256": key, "chosen": chosen_meta, "rejected": rejected_meta}
+            row = pair_row(prompt, chosen_message, rejected_message, profile)
+            yield Item(key, row, key, meta, (chosen.key, rejected.key))
+        for j, rejected in enumerate(entry.rejected):
             if j not in used:
                 reason = (
                     SkipReason.PAIR_LIMIT
@@ -99,4 +145,4 @@ def dpo_rows(read: TurnLines, options: Options, skips: Skips) -> Iterator[Item]:
                     if j in identical
                     else SkipReason.UNPAIRED
                 )
-                skips.add(rk, reason)
+                skips.add(rejected.key, reason)

@@ -16,6 +16,7 @@ Records produced after that are left for the next export.
 from __future__ import annotations
 
 import asyncio
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -30,7 +31,7 @@ from stream_app.broker.clients import ClientOptions, client_options, close_consu
 from stream_app.config import Settings
 from stream_app.console.wording import counted
 from stream_app.core.records import turns_line
-from stream_app.core.revisions import Latest, TurnRecord, read_headers
+from stream_app.core.revisions import Latest, TurnRecord, read_headers, turn_identity
 
 CONNECT_TIMEOUT = 30.0  # seconds for the consumer to reach the cluster
 IDLE_TIMEOUT = 30.0  # seconds without a record or a fetch response before export gives up
@@ -138,25 +139,33 @@ async def export(
 ) -> Counter[str]:
     """Writes every final turn to ``out`` as TURNS lines (from the final topic), or with
     ``include_open`` the latest revision of every turn (from the turn topic); returns the
-    counts."""
-    lines: list[tuple[str, bytes]] = []
-    counts = await export_turns(
-        settings,
-        lambda key, line: lines.append((key, line)),
-        bootstrap=bootstrap,
-        topic=topic,
-        include_open=include_open,
-        clock=clock,
-        progress=progress,
-    )
-    for _, line in lines:
-        out.write(line)
+    counts. A record whose value is not JSON is counted ``not_turns``, not written."""
+    with tempfile.TemporaryFile(prefix="stream-app-export-") as spool:
+        counts, chosen = await spool_turns(
+            settings,
+            spool,
+            bootstrap=bootstrap,
+            topic=topic,
+            include_open=include_open,
+            clock=clock,
+            progress=progress,
+        )
+        for _, at, length in chosen:
+            spool.seek(at)
+            line = spool.read(length)
+            try:
+                orjson.loads(line)  # written as it is: it must be JSON
+            except orjson.JSONDecodeError:
+                counts["not_turns"] += 1
+                counts["written"] -= 1
+                continue
+            out.write(line)
     return counts
 
 
-async def export_turns(
+async def spool_turns(
     settings: Settings,
-    each: Callable[[str, bytes], None],
+    spool: IO[bytes],
     *,
     bootstrap: str | None = None,
     topic: str | None = None,
@@ -164,43 +173,64 @@ async def export_turns(
     clock: Callable[[], float] = time.time,
     progress: Callable[[int, int | None], None] | None = None,
     offsets: dict[int, tuple[int, int]] | None = None,
-) -> Counter[str]:
-    """Gives ``each`` the key and TURNS line of every final turn (or, with ``include_open``,
-    the latest revision of every turn), in first-emission order: the dataset's formats read
-    them as they come, with no file between. Returns the counts.
+) -> tuple[Counter[str], list[tuple[str, int, int]]]:
+    """Reads the final topic (or, with ``include_open``, the turn topic) to its end,
+    appending each record as a TURNS line to ``spool`` as it comes; returns the counts and,
+    for every final turn (or the latest revision of every turn) in first-emission order,
+    its key and where its line is in ``spool`` (position, length).
 
-    Keeps each key's latest record in memory until the end is read.
+    Memory holds each key's latest position, not its value: the values wait in the spool
+    (a file: a topic is read once, in offset order, and any record may be the latest of its
+    key until the end, so each is kept where the dataset can read it back by position; a
+    Kafka offset would need a fetch per turn). Nothing is parsed here: the dataset's
+    formats parse each chosen line once.
     """
     began = clock()
     latest = Latest()
+    where: dict[bytes, tuple[int, int]] = {}  # a key's latest record's line in the spool
     counts: Counter[str] = Counter()
+    size = spool.seek(0, 2)
 
     def one(record: ConsumerRecord[bytes, bytes]) -> None:
+        nonlocal size
         if record.key is None:
             counts["not_turns"] += 1
             return
         headers = read_headers(record.headers)
-        latest.add(TurnRecord(record.partition, record.offset, record.key, record.value, headers))
+        value = None if record.value is None else b""  # the index: the value is spooled
+        latest.add(TurnRecord(record.partition, record.offset, record.key, value, headers))
+        identity = turn_identity(record.key)
+        kept = latest.records[identity]
+        if kept.partition != record.partition or kept.offset != record.offset:
+            return  # an older revision than the one kept (another partition's)
+        if record.value is None:
+            where.pop(identity, None)
+            return
+        line = turns_line(record.key.decode("utf-8", "replace"), record.value)
+        spool.write(line)
+        where[identity] = (size, len(line))
+        size += len(line)
 
     default = settings.topic_turns if include_open else settings.topic_final
     options = client_options(settings, bootstrap)
     read = await read_to_end(options, topic or default, one, progress, offsets)
+    spool.flush()
     # A record of the final topic is final whatever its final_after says (a turn closed
     # early by a session limit, or by its session's expiry, is final before it).
     chosen, selected = latest.select(began if include_open else float("inf"), True)
     counts.update(selected)
     counts["records_read"] = read
+    found: list[tuple[str, int, int]] = []
     for record in chosen:
         try:
             key = record.key.decode()
-            assert record.value is not None  # select leaves deleted keys out
-            orjson.loads(record.value)  # written as it is: it must be JSON
-        except (UnicodeDecodeError, orjson.JSONDecodeError):
+        except UnicodeDecodeError:
             counts["not_turns"] += 1
             counts["written"] -= 1
             continue
-        each(key, turns_line(key, record.value))
-    return counts
+        at, length = where[record.key]
+        found.append((key, at, length))
+    return counts, found
 
 
 def summary(counts: Counter[str], include_open: bool, topic: str) -> str:

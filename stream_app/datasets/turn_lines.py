@@ -3,11 +3,12 @@ topic), and the sessions they form."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import NamedTuple, cast
+from typing import IO, NamedTuple, cast
 
 import orjson
 from pydantic import ValidationError
@@ -24,33 +25,43 @@ MAX_TURN_DEPTH = 128
 
 
 _KEY_AT_START = re.compile(rb'^\s*\{\s*"key"\s*:\s*("(?:[^"\\]|\\.)*")')
+HEAD_BYTES = 65536  # of a line over the limit, what is kept to find its key
+CHUNK_BYTES = 1 << 20  # of a line over the limit, what is read at a time to pass it by
+Where = tuple[int, int]  # a line's position in the source and its length, in bytes
 
 
 @dataclass(slots=True)
 class TurnLines:
-    """The latest revision of every key of a TURNS or FINAL file, in first-emission order.
+    """The latest revision of every key of a TURNS or FINAL file (or of the topic read), in
+    first-emission order: an index, not the lines.
 
-    ``latest`` maps a key to the line of its latest revision, kept as bytes (parsed again
-    when its session is built), or to the reason it cannot be one (a line too large is not
-    kept: memory stays bounded by ``max_bytes``). A dict keeps the position of a key's first
-    line, so its order is the order the turns were first emitted. A turn is its parsed key,
-    never the key's text: ``latest`` holds each key as the worker spells it (``known_as``).
+    ``latest`` maps a key to where the line of its latest revision is in ``source`` (the
+    file, or the spool of the topic's records), read again when its session is built, or to
+    the reason it cannot be one. Memory holds the keys and their positions, never a line
+    beyond the one being read (and a line over ``max_bytes`` is not read whole: its first
+    bytes name its key). A dict keeps the position of a key's first line, so its order is
+    the order the turns were first emitted. A turn is its parsed key, never the key's text:
+    ``latest`` holds each key as the worker spells it (``known_as``).
     """
 
-    latest: dict[str, bytes | SkipReason] = field(default_factory=dict)
+    latest: dict[str, Where | SkipReason] = field(default_factory=dict)
+    source: IO[bytes] | None = None  # what the positions point into; open while it is written
     records: int = 0  # lines read, blank ones left out
     unkeyed: int = 0  # lines with no string key: not turns, of no knowable session
     max_bytes: int = MAX_EXAMPLE_BYTES
     first_bad: int | None = None  # the number (from 1) of the first line with no turn key
     lines: int = 0  # lines seen, blank ones included (for first_bad)
 
-    def add(self, line: bytes) -> None:
+    def add(self, line: bytes, at: int = 0, length: int | None = None) -> None:
+        """The line at ``at`` of the source: ``line`` is all of it, or, when ``length`` says
+        it is over ``max_bytes``, its first bytes only."""
         self.lines += 1
-        if not line.strip():
+        size = len(line) if length is None else length
+        if size <= self.max_bytes and not line.strip():
             return
         self.records += 1
-        if len(line) > self.max_bytes:
-            found = _KEY_AT_START.match(line[:65536])
+        if size > self.max_bytes:
+            found = _KEY_AT_START.match(line[:HEAD_BYTES])
             key = orjson.loads(found.group(1)) if found else None
             self._keep(key, SkipReason.TOO_LARGE)
             return
@@ -60,18 +71,16 @@ class TurnLines:
         except orjson.JSONDecodeError:
             doc, problem = _lenient(line)
         key = doc.get("key") if isinstance(doc, dict) else None
-        self._keep(key, problem if problem is not None else line)
+        self._keep(key, problem if problem is not None else (at, size))
 
-    def add_keyed(self, key: str, line: bytes) -> None:
-        """A turn line whose key is known (read from a topic): kept without parsing it."""
+    def add_keyed(self, key: str, at: int, length: int) -> None:
+        """A turn line whose key is known (read from a topic): indexed without reading it,
+        parsed once when its session is built."""
         self.lines += 1
         self.records += 1
-        if len(line) > self.max_bytes:
-            self._keep(key, SkipReason.TOO_LARGE)
-        else:
-            self._keep(key, line)
+        self._keep(key, SkipReason.TOO_LARGE if length > self.max_bytes else (at, length))
 
-    def _keep(self, key: object, line: bytes | SkipReason) -> None:
+    def _keep(self, key: object, line: Where | SkipReason) -> None:
         if not isinstance(key, str):
             self.unkeyed += 1
             if self.first_bad is None:
@@ -80,6 +89,12 @@ class TurnLines:
         if turn_key(key) is None and self.first_bad is None:
             self.first_bad = self.lines
         self.latest[known_as(key)] = line
+
+    def line(self, where: Where) -> bytes:
+        """The line at ``where`` in the source."""
+        assert self.source is not None, "a position without a source"
+        self.source.seek(where[0])
+        return self.source.read(where[1])
 
     @property
     def turns(self) -> int:
@@ -104,11 +119,54 @@ def _lenient(line: bytes) -> tuple[Json, SkipReason | None]:
     return cast(Json, doc), SkipReason.UNREPRESENTABLE_UNICODE
 
 
-def read_turn_lines(lines: Iterable[bytes]) -> TurnLines:
-    read = TurnLines()
-    for line in lines:
-        read.add(line)
+def scan_lines(
+    source: IO[bytes], max_bytes: int, seen: Callable[[bytes], None] | None = None
+) -> Iterator[tuple[int, int, bytes]]:
+    """Each line of ``source`` as (position, length, bytes): all of a line up to
+    ``max_bytes``, only the first ``HEAD_BYTES`` of a longer one, whose rest is read by
+    chunks and let go. ``seen`` is given every byte read, once (a digest of the file)."""
+    at = 0
+    while line := source.readline(max_bytes + 1):
+        if seen is not None:
+            seen(line)
+        length = len(line)
+        if length > max_bytes:
+            line = line[:HEAD_BYTES]
+            last = line
+            while not last.endswith(b"\n") and (rest := source.readline(CHUNK_BYTES)):
+                if seen is not None:
+                    seen(rest)
+                length += len(rest)
+                last = rest
+        yield at, length, line
+        at += length
+
+
+def read_turns_file(
+    source: IO[bytes],
+    max_bytes: int = MAX_EXAMPLE_BYTES,
+    seen: Callable[[bytes], None] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> TurnLines:
+    """The index of a TURNS or FINAL file, read once: ``source`` stays its source (kept open
+    until the dataset is written). ``progress`` is told the bytes read, every 1,000 lines."""
+    read = TurnLines(source=source, max_bytes=max_bytes)
+    done = 0
+    for n, (at, length, line) in enumerate(scan_lines(source, max_bytes, seen), 1):
+        read.add(line, at, length)
+        done = at + length
+        if progress is not None and n % 1000 == 0:
+            progress(done)
+    if progress is not None:
+        progress(done)
     return read
+
+
+def read_turn_lines(lines: Iterable[bytes], max_bytes: int = MAX_EXAMPLE_BYTES) -> TurnLines:
+    """The index of ``lines`` (each with or without its newline), held in memory as a file:
+    for tests and the bench."""
+    data = b"".join(line if line.endswith(b"\n") else line + b"\n" for line in lines)
+    return read_turns_file(io.BytesIO(data), max_bytes)
 
 
 def turn_key(key: str) -> tuple[str, str] | None:
@@ -187,13 +245,17 @@ def parse_turn(
     """The Turn of a turn line whose key names ``call_id``, or why it holds none."""
     if isinstance(line, SkipReason):
         return line
-    brackets = len(line) - len(line.translate(None, b"{["))
-    if brackets > MAX_TURN_DEPTH and _deeper_than(orjson.loads(line), MAX_TURN_DEPTH + 1):
-        return SkipReason.NOT_A_TURN  # (the line's own object is one level)
     try:
-        value = orjson.loads(line).get("value")
+        doc = orjson.loads(line)
+    except orjson.JSONDecodeError:  # (from a topic, where no line was read before)
+        return _lenient(line)[1] or SkipReason.NOT_A_TURN
+    brackets = len(line) - len(line.translate(None, b"{["))
+    if brackets > MAX_TURN_DEPTH and _deeper_than(doc, MAX_TURN_DEPTH + 1):
+        return SkipReason.NOT_A_TURN  # (the line's own object is one level)
+    value = doc.get("value") if isinstance(doc, dict) else None
+    try:
         Turn.model_validate(value)
-    except (orjson.JSONDecodeError, ValidationError):
+    except ValidationError:
         return SkipReason.NOT_A_TURN
     turn = cast(TurnDict, value)
     if turn["inference_call_id"] != call_id or completing_index(turn) is None:
@@ -215,7 +277,7 @@ def sessions(read: TurnLines, skips: Skips) -> Iterator[tuple[str, list[SessionT
     first turn. A line whose key names no session is skipped here."""
     for _ in range(read.unkeyed):
         skips.add(None, SkipReason.NOT_A_TURN)
-    grouped: dict[str, list[tuple[str, str, bytes | SkipReason]]] = {}
+    grouped: dict[str, list[tuple[str, str, Where | SkipReason]]] = {}
     for key, line in read.latest.items():
         pair = turn_key(key)
         if pair is None:
@@ -225,5 +287,12 @@ def sessions(read: TurnLines, skips: Skips) -> Iterator[tuple[str, list[SessionT
     for session_id, entries in grouped.items():
         yield (
             session_id,
-            [SessionTurn(key, parse_turn(line, call, session_id)) for key, call, line in entries],
+            [
+                SessionTurn(key, parse_turn(_line(read, where), call, session_id))
+                for key, call, where in entries
+            ],
         )
+
+
+def _line(read: TurnLines, where: Where | SkipReason) -> bytes | SkipReason:
+    return where if isinstance(where, SkipReason) else read.line(where)

@@ -287,13 +287,40 @@ def test_the_split_salt_redraws_the_split_deterministically(tmp_path: Path) -> N
     assert orjson.loads((tmp_path / "b.manifest.json").read_bytes())["split"]["salt"] == "x"
 
 
-def test_a_topic_export_feeds_the_formats_without_a_spool_file() -> None:
-    """The turn lines a topic gives go into the reader as they are (add_keyed), parsed once
-    when written: the same dataset as from the file."""
-    read_file = read_turn_lines(verdict_turns().splitlines())
+def test_a_topic_export_is_indexed_from_its_spool_and_parsed_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The turn lines a topic gives are spooled and indexed by position as they are
+    (add_keyed, no parse), then parsed once each when written: the same dataset as from the
+    file, and orjson.loads called once per line (issue 52's hand-over: the topic's values
+    were parsed twice)."""
+    import io
+
+    from stream_app.datasets import turn_lines
+    from stream_app.datasets.files import write_dataset
+    from stream_app.datasets.options import Options
     from stream_app.datasets.turn_lines import TurnLines
 
-    fed = TurnLines()
-    for line in verdict_turns().splitlines():
-        fed.add_keyed(orjson.loads(line)["key"], line)
+    turns = verdict_turns()
+    spool = io.BytesIO(turns)
+    fed = TurnLines(source=spool)
+    at = 0
+    for line in turns.splitlines(keepends=True):
+        fed.add_keyed(orjson.loads(line)["key"], at, len(line))
+        at += len(line)
+    read_file = read_turn_lines(turns.splitlines())
     assert fed.latest == read_file.latest
+    parsed = 0
+    real = turn_lines.orjson.loads
+
+    def counting(data: bytes | str) -> object:
+        nonlocal parsed
+        parsed += isinstance(data, bytes)  # a line (a key is parsed as text)
+        return real(data)
+
+    monkeypatch.setattr(turn_lines.orjson, "loads", counting)
+    manifest = write_dataset(fed, Options(format="kto"), tmp_path / "k.jsonl", "topic t")
+    monkeypatch.undo()
+    assert parsed == len(fed.latest)  # each line once
+    expected = write_dataset(read_file, Options(format="kto"), tmp_path / "f.jsonl", "topic t")
+    assert [f["sha256"] for f in manifest["files"]] == [f["sha256"] for f in expected["files"]]
