@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 from stream_app.cli.arguments import BOOTSTRAP_HELP, Commands, bootstrap_argument, fraction
 from stream_app.config import load_settings
 
-MAX_EXAMPLE_BYTES = 16 * 1024 * 1024  # datasets.formats.MAX_EXAMPLE_BYTES, not imported at start
+MAX_EXAMPLE_BYTES = 16 * 1024 * 1024  # datasets.options.MAX_EXAMPLE_BYTES, not imported at start
+SHARD_BYTES = 500 * 1000 * 1000  # datasets.options.SHARD_BYTES
 
 if TYPE_CHECKING:
     from stream_app.datasets.manifest import Manifest
@@ -101,6 +102,13 @@ def register(commands: Commands) -> None:
         help="skip a line or example larger than N bytes as too_large (default 16 MiB)",
     )
     export.add_argument(
+        "--shard-bytes",
+        type=_positive,
+        default=SHARD_BYTES,
+        metavar="N",
+        help="a folder: a split's next shard past N bytes of JSON lines (default 500 MB)",
+    )
+    export.add_argument(
         "--eval-fraction",
         type=fraction,
         metavar="F",
@@ -183,6 +191,7 @@ def _command(args: argparse.Namespace) -> int:
         keep_credentials=args.keep_credentials,
         max_example_bytes=args.max_example_bytes,
         split_salt=args.split_salt,
+        shard_bytes=args.shard_bytes,
     )
     said: list[str] = []
     try:

@@ -51,6 +51,7 @@ from stream_app.datasets.turn_lines import TurnLines, turn_key
 from stream_app.datasets.writers import (
     JsonLinesWriter,
     ParquetWriter,
+    Shard,
     SplitFiles,
     file_digest,
     require_parquet,
@@ -131,7 +132,13 @@ def _stage(
                 continue
             split = split_of(item.split_key, options.eval_fraction, options.split_salt)
             target = outs[split]
+            full = target.shard_bytes and target.size + len(line) > target.shard_bytes
+            if target.writer is not None and target.shard_of is not None and full:
+                target.close()  # the shard is full: the next one
+                target.data, target.meta = target.shard_of(len(target.shards))
+                target.writer, target.meta_sink = None, None
             if target.writer is None:
+                target.size, target.shard_records = 0, 0
                 target.writer = (
                     ParquetWriter(partial(target.data), options)
                     if parquet
@@ -146,6 +153,8 @@ def _stage(
                     orjson.dumps(item.metadata, option=orjson.OPT_APPEND_NEWLINE)
                 )
             target.records += 1
+            target.shard_records += 1
+            target.size += len(line)
             assert target.sessions is not None
             for key in item.keys:
                 if (pair := turn_key(key)) is not None:
@@ -157,10 +166,7 @@ def _stage(
                 progress(written)
     finally:
         for target in outs.values():
-            if target.writer is not None:
-                target.writer.close()
-            if target.meta_sink is not None:
-                target.meta_sink.close()
+            target.close()
     if progress is not None:
         progress(written)
     return skips, sum(1 for sides in prompts.values() if len(sides) > 1)
@@ -171,26 +177,44 @@ def _files(
 ) -> list[ManifestFile]:
     files: list[ManifestFile] = []
     for target in outs.values():
-        if target.writer is None:
-            continue
-        sessions = len(target.sessions or ())
-        pairs: list[tuple[Path, Literal["data", "metadata"]]] = [(target.data, "data")]
-        if target.meta is not None:
-            pairs.append((target.meta, "metadata"))
-        for path, role in pairs:
-            size, sha = file_digest(staged(path))
-            files.append(
-                {
-                    "name": str(path.relative_to(base)),
-                    "split": target.split,
-                    "role": role,
-                    "records": target.records,
-                    "sessions": sessions,
-                    "bytes": size,
-                    "sha256": sha,
-                }
-            )
+        for shard in target.shards:
+            pairs: list[tuple[Path, Literal["data", "metadata"]]] = [(shard.data, "data")]
+            if shard.meta is not None:
+                pairs.append((shard.meta, "metadata"))
+            for path, role in pairs:
+                size, sha = file_digest(staged(path))
+                files.append(
+                    {
+                        "name": str(path.relative_to(base)),
+                        "split": target.split,
+                        "role": role,
+                        "records": shard.records,
+                        "sessions": shard.sessions,
+                        "bytes": size,
+                        "sha256": sha,
+                    }
+                )
     return files
+
+
+def _number_shards(outs: dict[Split, SplitFiles], staged: Callable[[Path], Path]) -> None:
+    """Each shard staged as ``<split>-NNNNN`` renamed ``<split>-NNNNN-of-NNNNN``, its count
+    known once the split is written (HF's names)."""
+    for target in outs.values():
+        count = len(target.shards)
+        numbered: list[Shard] = []
+        for shard in target.shards:
+            paths = [shard.data, shard.meta]
+            named = [
+                None if p is None else p.with_name(p.name.replace(".", f"-of-{count:05d}.", 1))
+                for p in paths
+            ]
+            for old, new in zip(paths, named, strict=True):
+                if old is not None and new is not None:
+                    os.replace(staged(old), staged(new))
+            assert named[0] is not None
+            numbered.append(shard._replace(data=named[0], meta=named[1]))
+        target.shards = numbered
 
 
 def _write_files(
@@ -242,10 +266,16 @@ def _write_folder(
     splits: list[Split] = ["train"] if options.eval_fraction is None else ["train", "eval"]
     outs: dict[Split, SplitFiles] = {}
     for split in splits:
-        name = f"{SPLIT_NAMES[split]}-00000-of-00001"
-        meta = out / "metadata" / f"{name}.jsonl" if sidecars else None
-        outs["all" if options.eval_fraction is None else split] = SplitFiles(
-            "all" if options.eval_fraction is None else split, out / "data" / f"{name}.{ext}", meta
+
+        def shard_of(n: int, name: str = SPLIT_NAMES[split]) -> tuple[Path, Path | None]:
+            stem = f"{name}-{n:05d}"  # "-of-NNNNN" added when the split is written
+            meta = out / "metadata" / f"{stem}.jsonl" if sidecars else None
+            return out / "data" / f"{stem}.{ext}", meta
+
+        which: Split = "all" if options.eval_fraction is None else split
+        data, meta = shard_of(0)
+        outs[which] = SplitFiles(
+            which, data, meta, shard_of=shard_of, shard_bytes=options.shard_bytes
         )
 
     def staged(path: Path) -> Path:
@@ -257,6 +287,7 @@ def _write_folder(
         if sidecars:
             (building / "metadata").mkdir()
         skips, shared = _stage(read, options, outs, staged, ext == "parquet", progress)
+        _number_shards(outs, staged)
         files = _files(outs, staged, out)
         for empty in ("data", "metadata"):  # nothing written in them: not there either
             with contextlib.suppress(OSError):

@@ -11,6 +11,9 @@ Profile = Literal["openai", "trl"]
 PROFILES: tuple[Profile, ...] = ("openai", "trl")
 Split = Literal["all", "train", "eval"]
 MAX_EXAMPLE_BYTES = 16 * 1024 * 1024  # --max-example-bytes' default
+# --shard-bytes' default: a folder's split gets another shard past this many bytes of JSON
+# lines (HF's own push_to_hub shards at 500 MB)
+SHARD_BYTES = 500 * 1000 * 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +28,7 @@ class Options:
     keep_credentials: bool = False  # False: content redacted as the worker redacts
     max_example_bytes: int = MAX_EXAMPLE_BYTES
     split_salt: str = ""  # "": the split of SPEC §9 (a hash of the key alone)
+    shard_bytes: int = SHARD_BYTES  # a folder: a new shard of a split past this many bytes
 
     @property
     def chosen_profile(self) -> Profile:

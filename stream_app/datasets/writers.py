@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Protocol
+from typing import IO, NamedTuple, Protocol
 
 from stream_app.datasets.features import features, parquet_row, parquet_schema
 from stream_app.datasets.options import Options, Split
@@ -84,14 +85,39 @@ def file_digest(path: Path) -> tuple[int, str]:
     return size, digest.hexdigest()
 
 
+class Shard(NamedTuple):
+    """A data file written and its sidecar, with their rows and distinct sessions."""
+
+    data: Path
+    meta: Path | None
+    records: int
+    sessions: int
+
+
 @dataclass(slots=True)
 class SplitFiles:
-    """One split's files being written: the data and its metadata sidecar."""
+    """One split's files being written: the data and its metadata sidecar (one file, or, in
+    a folder, shards of at most ``shard_bytes`` each)."""
 
     split: Split
-    data: Path  # final path
+    data: Path  # final path (a folder: of the shard being written, renamed when all are)
     meta: Path | None
     writer: RowWriter | None = None
     meta_sink: IO[bytes] | None = None
-    records: int = 0
-    sessions: set[str] | None = None
+    records: int = 0  # in the split
+    sessions: set[str] | None = None  # of the shard being written
+    shard_of: Callable[[int], tuple[Path, Path | None]] | None = None  # a folder's shard paths
+    shard_bytes: int = 0  # 0: one file
+    size: int = 0  # bytes of the shard being written
+    shard_records: int = 0
+    shards: list[Shard] = field(default_factory=list)  # the shards closed
+
+    def close(self) -> None:
+        """Closes the shard being written and counts it."""
+        if self.writer is None:
+            return
+        self.writer.close()
+        if self.meta_sink is not None:
+            self.meta_sink.close()
+        sessions = len(self.sessions or ())
+        self.shards.append(Shard(self.data, self.meta, self.shard_records, sessions))
