@@ -27,7 +27,7 @@ from bench.cluster import status_kib
 from bench.workload import chat, decision, encoded
 from stream_app.cli.replay import FREEZE_EVERY, replay
 from stream_app.config import Settings
-from stream_app.core import wire
+from stream_app.core import input_structs
 from stream_app.core.policy import Policy
 from stream_app.core.records import SourceRecord, TopicKind, turn_key
 from stream_app.core.session import SessionState
@@ -38,6 +38,7 @@ from stream_app.runtime.allocator import tune_gc
 from stream_app.state import entries
 from stream_app.state.memory import MemorySessions
 from stream_app.state.sessions import TableSessions
+from stream_app.state.written import Written
 from stream_app.worker.pipeline import Pipeline
 
 CHECKPOINT_RECORDS = 1_000  # records between two serializations of the changed sessions
@@ -87,7 +88,8 @@ def _validate(records: list[SourceRecord]) -> None:
             doc = orjson.loads(record.value or b"")
             kind = record.kind == "messages"
             try:
-                msgspec.convert(doc, wire.EventStruct if kind else wire.DecisionStruct)
+                shape = input_structs.EventStruct if kind else input_structs.DecisionStruct
+                msgspec.convert(doc, shape)
             except msgspec.ValidationError:
                 (LLMMessagePublishedEvent if kind else DecisionPayload).model_validate(doc)
         except ValueError:  # orjson's and pydantic's errors both are
@@ -102,7 +104,13 @@ def _decode(pipeline: Pipeline, records: list[SourceRecord]) -> None:
 class _Journaled(MemorySessions):
     """Sessions that keep what changed for the next serialization, as the worker's do."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.written: dict[str, Written] = {}
+
     def put(self, state: SessionState) -> None:
+        if state.journal is None:
+            state.journal = self.written[state.session_id] = Written.whole(state)
         self._sessions[state.session_id] = state
 
 
@@ -131,11 +139,13 @@ def _serialize(pipeline: Pipeline, changed: set[str]) -> None:
         state = pipeline.store.get(session_id)
         if state is None:
             continue
-        change = entries.changes(state, 0, (), partial(turn_key, session_id))
+        assert isinstance(pipeline.store, _Journaled)
+        written = pipeline.store.written[session_id]
+        change = entries.changes(state, written, (), partial(turn_key, session_id))
         for value in [*change["before"].values(), *change["bodies"].values()]:
             if callable(value):
                 value()
-        entries.head(state, 0, change["dropped"])
+        entries.head(state, written, change["dropped"])
     changed.clear()
 
 

@@ -336,11 +336,16 @@ def create_app(settings: Settings) -> faust.App:
     @app.table_route(table=heads, match_info="session_id")
     async def session_state(web: View, request: Request, session_id: str) -> Response:
         """One session's state, answered by the worker that owns it."""
-        state = store.peek(session_id)
+        state, generation = store.peek(session_id)
         if state is None:
             return web.json({"error": f"no state for session {session_id!r}"}, status=404)
-        # Which turns are final (core/finality.view) beside the state.
-        view = {**orjson.loads(state.to_json()), "finality": finality.view(state, policy)}
+        # The generation last written (state/written.py), and which turns are final
+        # (core/finality.view), beside the state.
+        view = {
+            **orjson.loads(state.to_json()),
+            "generation": generation,
+            "finality": finality.view(state, policy),
+        }
         return web.bytes(orjson.dumps(view), content_type="application/json")
 
     # -- signals and start-up --------------------------------------------------------

@@ -9,9 +9,16 @@ Every structure is bounded by the policy's limits (``core/assembler.py`` keeps t
 every look-up a record makes is indexed, so a record costs the same whatever its session
 holds. A state is made of **entries**, numbered in the order they were made: each pending
 message, stored decision, open turn and remembered identity is one. An entry never changes
-once made (a turn that gains a decision becomes a new entry), and the state notes each entry
-it makes or drops (``made``, ``dropped``), so a store writes what changed, not the whole session
-(``state/entries.py``).
+once made (a turn that gains a decision becomes a new entry), and the state tells its
+``journal`` of each entry it makes or drops, so a store writes what changed, not the whole
+session (``state/entries.py``).
+
+The core knows no storage: what a store wrote of a session (generations, the entries written,
+its due-index key) is the store's own record, kept beside the state (``state/written.py``),
+which the store hands the state as its journal. A journal, not a diff: a store that compared
+the entries it wrote with the state's would walk the whole session at every checkpoint, so
+what a record costs would grow with its session; told of each change as it is made, the
+store's work follows the record's changes alone.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Literal
+from typing import Literal, Protocol
 
 import orjson
 
@@ -188,6 +195,7 @@ class EmittedTurn:
 
 
 _ORDER = attrgetter("order")  # a turn's decisions: by occurred_at instant, then decision_id
+_ENTRY = attrgetter("entry")
 
 # The most identities one entry holds: a turn of more is several entries, so a group partly
 # forgotten (``SessionState.remember``) is rewritten at a bounded cost.
@@ -220,6 +228,16 @@ def kind_of(entry: Entry) -> EntryKind:
     return _KINDS[type(entry)]
 
 
+class Journal(Protocol):
+    """Told of each entry a state makes and of each it drops (``SessionState.journal``),
+    numbered (numbers are unique across kinds; ``kind_of`` tells the kind): a store's, which
+    writes what changed (``state/written.py``)."""
+
+    def made(self, n: int, entry: Entry) -> None: ...
+
+    def dropped(self, n: int, entry: Entry) -> None: ...
+
+
 @dataclass(slots=True)
 class SessionState:
     session_id: str
@@ -246,17 +264,9 @@ class SessionState:
     # later is new (its topic's offsets started again, ``core/assembler.py``).
     applied_at: dict[str, float] = field(default_factory=dict)
     next_entry: int = 0
-    # The store's: the generation of the state it last wrote (``state/entries.py``), and
-    # ``next_entry`` as it was then (the entries from there on are not written yet).
-    generation: int = 0
-    written_next: int = field(default=0, compare=False, repr=False)
-    # The store's: the instant of the due-index entry it last wrote (``state/due.py``).
-    written_due: float | None = field(default=None, compare=False, repr=False)
-    # Entries made, and entries dropped that were made before, since the store last took
-    # them (``take_changes``): an entry made and dropped in between is in neither. Keyed by
-    # entry number alone (numbers are unique across kinds; ``kind_of`` tells the kind).
-    made: dict[int, Entry] = field(default_factory=dict, compare=False, repr=False)
-    dropped: dict[int, Entry] = field(default_factory=dict, compare=False, repr=False)
+    # Told of each entry made and dropped: the store's that holds the state (None: none
+    # is told, as for a state no store holds yet, which a store writes whole).
+    journal: Journal | None = field(default=None, compare=False, repr=False)
     # Derived, never stored: the indexes every look-up goes through.
     _reach: dict[str, list[str]] = field(default_factory=dict, compare=False, repr=False)
     # Every remembered identity, oldest first, with the position of its group.
@@ -327,18 +337,27 @@ class SessionState:
     def _made(self, entry: Entry) -> int:
         n = self.next_entry
         self.next_entry = n + 1
-        self.made[n] = entry
+        if self.journal is not None:
+            self.journal.made(n, entry)
         return n
 
     def _dropped(self, n: int, entry: Entry) -> None:
-        if self.made.pop(n, None) is None:
-            self.dropped[n] = entry
+        if self.journal is not None:
+            self.journal.dropped(n, entry)
 
-    def take_changes(self) -> tuple[dict[int, Entry], dict[int, Entry]]:
-        """The entries made and dropped since the last call (a store writes them)."""
-        made, dropped = self.made, self.dropped
-        self.made, self.dropped = {}, {}
-        return made, dropped
+    def entries(self) -> list[Entry]:
+        """Every entry the state holds, in the order they were made: a state written whole
+        (a store's first write of it)."""
+        held: list[Entry] = [
+            *self.pending_messages.values(),
+            *self.waiting_decisions.values(),
+            *(d for t in self.turns.values() for d in t.decisions),
+            *(d for t in self.closed.values() for d in t.decisions),
+            *self.turns.values(),
+            *self.closed.values(),
+            *self.remembered.values(),
+        ]
+        return sorted(held, key=_ENTRY)
 
     # -- pending messages ------------------------------------------------------------
 
@@ -374,10 +393,9 @@ class SessionState:
     def take_pending(self) -> list[PendingMessage]:
         """Every pending message, in arrival order; the pending list is left empty."""
         taken = list(self.pending_messages.values())
-        made, dropped = self.made, self.dropped
-        for p in taken:  # ``_dropped``, for every message of a turn
-            if made.pop(p.entry, None) is None:
-                dropped[p.entry] = p
+        if (journal := self.journal) is not None:
+            for p in taken:
+                journal.dropped(p.entry, p)
         self.pending_messages = {}
         self._pending_by_identity = {}
         self.pending_bytes = self.unsequenced = 0
@@ -601,7 +619,6 @@ class SessionState:
                 "applied": self.applied,
                 "applied_at": self.applied_at,
                 "next_entry": self.next_entry,
-                "generation": self.generation,
             }
         )
 
@@ -631,7 +648,6 @@ class SessionState:
             applied=doc["applied"],
             applied_at=doc["applied_at"],
             next_entry=doc["next_entry"],
-            generation=doc["generation"],
         )
 
 

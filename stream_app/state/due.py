@@ -144,7 +144,8 @@ class IndexedSessions(TableSessions):
         one filed again at assignment) is written at its instant by the next checkpoint."""
         if not key:
             return
-        written = None if state is None else state.written_due
+        books = None if state is None else self._written.get(state.session_id)
+        written = None if books is None else books.due
         if written is None or state is None or due_key(written, state.session_id) != key:
             self._stale.add(key)
         if state is None:
@@ -215,13 +216,14 @@ class IndexedSessions(TableSessions):
         state = self._live[session_id]
         if state is not None:
             writes = self._writes.setdefault(snapshot.number, IndexWrites())
-            at, written = self.timing.next_at(state), state.written_due
+            books = self._written[session_id]
+            at, written = self.timing.next_at(state), books.due
             early = written is not None and at > written and session_id in self._early_ok
             if at != written and (not early or session_id in self._refile):
                 writes.put.append(due_key(at, session_id))
                 if written is not None:
                     writes.delete.append(due_key(written, session_id))
-                state.written_due = at  # the head written now names it
+                books.due = at  # the head written now names it
                 if at == self.timing.expires_at(state):
                     self._early_ok.add(session_id)
                 else:

@@ -63,6 +63,7 @@ from stream_app.core.session import (
     load_turn,
 )
 from stream_app.models.turn import TurnBodyDict
+from stream_app.state.written import Written
 
 # The format of the records this release writes (module docstring). 1: no "format" in the
 # head (releases up to 31bff95); 2: the head names it, the final keys table exists.
@@ -133,29 +134,30 @@ def entry_key(session_id: str, epoch: int, kind: str, n: int) -> bytes:
 
 def head(
     state: SessionState,
-    epoch: int,
+    written: Written,
     dropped: Iterable[tuple[str, int]] = (),
     window: float | None = None,
     ttl: float | None = None,
 ) -> bytes:
-    """``window`` and ``ttl``: the late-decision window and idle time the head's ``due`` was
-    made with, when the store keeps a due index (``state/due.py``): a worker started with
-    others files the session again."""
+    """The head of ``state`` as ``written`` says the store writes it (its epoch, generation
+    and due-index instant). ``window`` and ``ttl``: the late-decision window and idle time
+    the head's ``due`` was made with, when the store keeps a due index (``state/due.py``): a
+    worker started with others files the session again."""
     oldest = next(iter(state.turns.values()), None)
     value: Head = {
         "format": STATE_FORMAT,
         "window": window,
         "ttl": ttl,
         "session_id": state.session_id,
-        "epoch": epoch,
-        "generation": state.generation,
+        "epoch": written.epoch,
+        "generation": written.generation,
         "last_seen": state.last_seen,
         "applied": state.applied,
         "applied_at": state.applied_at,
         "next_entry": state.next_entry,
         "oldest": None if oldest is None else oldest.emitted_at,
         "dropped": list(dropped),
-        "due": state.written_due,
+        "due": written.due,
     }
     if state.closed:
         value["closed"] = [(t.entry, *t.closed) for t in state.closed.values() if t.closed]
@@ -201,11 +203,13 @@ def encode(kind: EntryKind, entry: Entry, generation: int) -> bytes:
 
 
 def records(
-    state: SessionState, epoch: int = 0
+    state: SessionState, written: Written | None = None
 ) -> tuple[bytes, list[tuple[bytes, bytes]], list[tuple[bytes, bytes]]]:
     """The head, entries and turn bodies the tables would hold for the state, written
-    whole: what a reader of the changelogs can see of a session."""
-    sid, g = state.session_id, state.generation
+    whole (at the epoch and generation ``written`` names; none: the first of both): what a
+    reader of the changelogs can see of a session."""
+    written = Written() if written is None else written
+    sid, g, epoch = state.session_id, written.generation, written.epoch
     made: list[tuple[EntryKind, int, Entry]] = [
         *((MESSAGE, p.entry, p) for p in state.pending_messages.values()),
         *((DECISION, d.entry, d) for d in state.waiting_decisions.values()),
@@ -215,12 +219,12 @@ def records(
         *((TURN, t.entry, t) for t in state.closed.values()),
         *((IDENTITY, g.entry, g) for g in state.remembered.values()),
     ]
-    written = [(entry_key(sid, epoch, k, n), encode(k, e, g)) for k, n, e in made]
+    items = [(entry_key(sid, epoch, k, n), encode(k, e, g)) for k, n, e in made]
     bodies = [
         (turn_key(sid, t.call_id), t.body_json())
         for t in (*state.turns.values(), *state.closed.values())
     ]
-    return head(state, epoch), written, bodies
+    return head(state, written), items, bodies
 
 
 # A record's value, or how to make it: entries that never change are serialized when the
@@ -241,16 +245,17 @@ class Changes(TypedDict):
 
 def changes(
     state: SessionState,
-    epoch: int,
+    written: Written,
     garbage: Iterable[bytes],
     body_key: Callable[[str], bytes],
 ) -> Changes:
-    """What ``state`` writes at its next generation (E1), which it takes; ``garbage`` is
-    deleted first (E2), so a new entry that reuses a stopped checkpoint's key survives."""
-    made, dropped = state.take_changes()
-    first_new, state.written_next = state.written_next, state.next_entry
-    state.generation += 1
-    g, sid = state.generation, state.session_id
+    """What ``state`` writes at its next generation (E1): the changes ``written`` noted as
+    its journal, which it takes, moving its generation on; ``garbage`` is deleted first (E2), so
+    a new entry that reuses a stopped checkpoint's key survives."""
+    made, dropped = written.take()
+    first_new, written.next_entry = written.next_entry, state.next_entry
+    written.generation += 1
+    g, sid, epoch = written.generation, state.session_id, written.epoch
     out: Changes = {"before": {}, "bodies": {}, "dropped": [], "after": [], "dropped_bodies": []}
     before, bodies = out["before"], out["bodies"]
     for key in garbage:
@@ -282,8 +287,9 @@ def decode(
     data: bytes,
     items: Iterable[tuple[bytes, bytes]],
     body: Callable[[str], TurnBodyDict | None],
-) -> tuple[SessionState, int, list[bytes]]:
-    """The state a head names (E2), its epoch, and the garbage keys found beside it.
+) -> tuple[SessionState, Written, list[bytes]]:
+    """The state a head names (E2), what was written of it (its epoch, generation, due
+    instant: the state's journal from now on), and the garbage keys found beside it.
 
     ``items`` are the session's entry records; ``body`` gives a turn's body by its
     ``inference_call_id``, or None when it cannot (the turn is left out: it can no longer be
@@ -338,11 +344,8 @@ def decode(
         applied=doc["applied"],
         applied_at=doc["applied_at"],
         next_entry=doc["next_entry"],
-        generation=generation,
     )
-    state.written_next = doc["next_entry"]
-    state.written_due = doc.get("due")
-    return state, epoch, garbage
+    return state, Written(epoch, generation, doc["next_entry"], doc.get("due")), garbage
 
 
 def remembered(found: list[tuple[int, Fields]]) -> dict[int, RememberedIdentities]:

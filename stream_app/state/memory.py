@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from stream_app.core.policy import Policy
-from stream_app.core.session import EmittedTurn, SessionState
+from stream_app.core.session import EmittedTurn, Entry, SessionState
 from stream_app.state.base import SessionStore
 
 
@@ -49,6 +49,29 @@ class MemoryFinalKeys:
         return len(self._at)
 
 
+class NewTurns:
+    """The journal of every state a ``MemorySessions`` holds: nothing is written, so it
+    notes only the turns made, whose messages' JSON, kept for a body write
+    (``EmittedTurn.body_json``) that never comes here, the next ``put`` lets go."""
+
+    __slots__ = ("turns",)
+
+    def __init__(self) -> None:
+        self.turns: list[EmittedTurn] = []
+
+    def made(self, n: int, entry: Entry) -> None:
+        if type(entry) is EmittedTurn:
+            self.turns.append(entry)
+
+    def dropped(self, n: int, entry: Entry) -> None:
+        return None
+
+    def let_go(self, turns: Iterable[EmittedTurn]) -> None:
+        for turn in turns:
+            turn.messages_json = None
+        self.turns.clear()
+
+
 class MemorySessions(SessionStore):
     """Sessions kept as decoded states in a dict, the counterpart of ``TableSessions``
     (``state/tables.MemoryStore`` is something else: Faust's in-memory table store)."""
@@ -57,15 +80,18 @@ class MemorySessions(SessionStore):
         self._sessions: dict[str, SessionState] = {}
         self.collapse = MemoryCollapse()
         self.final_keys = MemoryFinalKeys()
+        self._journal = NewTurns()
 
     def get(self, session_id: str) -> SessionState | None:
         return self._sessions.get(session_id)
 
     def put(self, state: SessionState) -> None:
-        made, _ = state.take_changes()  # nothing to write: the dict is the store
-        for entry in made.values():
-            if isinstance(entry, EmittedTurn):
-                entry.messages_json = None  # kept for a body write that never comes
+        journal = self._journal  # nothing to write: the dict is the store
+        if state.journal is journal:
+            journal.let_go(journal.turns)
+        else:  # new here: every turn it holds is new
+            journal.let_go([*journal.turns, *state.turns.values(), *state.closed.values()])
+            state.journal = journal
         self._sessions[state.session_id] = state
 
     def delete(self, session_id: str) -> None:

@@ -37,6 +37,7 @@ from stream_app.state import entries
 from stream_app.state.base import FinalKeys, SessionStore
 from stream_app.state.entries import StateFormatNewer, Value
 from stream_app.state.memory import MemoryFinalKeys
+from stream_app.state.written import Written
 
 # Decoded states kept in memory once written: the sessions a worker is working on. Each
 # holds its turns; one not kept is decoded again from the table when it is next read
@@ -199,7 +200,9 @@ class TableSessions(SessionStore):
         self.waits: dict[int, dict[str, Waits]] = {}
         self._waits_in: dict[str, int] = {}  # session -> its partition in ``waits``
         self._live: OrderedDict[str, SessionState | None] = OrderedDict()
-        self._epochs: dict[str, int] = {}  # live session -> the epoch of its entries (E3)
+        # What was written of each session in ``_live`` (``state/written.py``): a live
+        # state's journal; for a session deleted, the epoch its next state takes (E3).
+        self._written: dict[str, Written] = {}
         self._garbage: dict[str, list[bytes]] = {}  # found by a read, deleted at the seal
         self._retired: dict[str, set[int]] = {}  # epochs whose entries go after the head
         self._changed: set[str] = set()  # since the last seal
@@ -216,9 +219,11 @@ class TableSessions(SessionStore):
         if session_id in self._live:
             self._live.move_to_end(session_id)
             return self._live[session_id]
-        state, epoch, garbage, head = self._read(session_id)
+        state, written, garbage, head = self._read(session_id)
         self._live[session_id] = state
-        self._epochs[session_id] = epoch
+        self._written[session_id] = written
+        if state is not None:
+            state.journal = written
         if garbage:
             self._garbage[session_id] = garbage
             self._changed.add(session_id)
@@ -226,19 +231,20 @@ class TableSessions(SessionStore):
             self._changed.add(session_id)  # an unreadable head: deleted at the next seal
         return state
 
-    def read(self, session_id: str) -> tuple[SessionState | None, int, list[bytes]]:
-        """The session as the tables hold it (what the last settled batch wrote), its
-        epoch, and the garbage beside it (``state/entries.py``, E2 and E3)."""
+    def read(self, session_id: str) -> tuple[SessionState | None, Written, list[bytes]]:
+        """The session as the tables hold it (what the last settled batch wrote), what was
+        written of it (its epoch, generation...), and the garbage beside it
+        (``state/entries.py``, E2 and E3)."""
         return self._read(session_id)[:3]
 
-    def _read(self, session_id: str) -> tuple[SessionState | None, int, list[bytes], bool]:
+    def _read(self, session_id: str) -> tuple[SessionState | None, Written, list[bytes], bool]:
         """``read``, and whether a head was found (a head that does not decode is one)."""
         key = session_id.encode()
         data = self.table.get(key)
         partition = self.table.partition_for_key(key)
         items = self.entries.items_from(partition, entries.session_prefix(session_id))
         if data is None:
-            return None, 0, [key for key, _ in items], False
+            return None, Written(), [key for key, _ in items], False
 
         def body(call_id: str) -> TurnBodyDict | None:
             written = self.bodies.get(turn_key(session_id, call_id))
@@ -257,24 +263,31 @@ class TableSessions(SessionStore):
             raise  # never read as unreadable: that would delete a newer release's state
         except Exception as exc:  # garbage on a changelog, or state of another version
             _unreadable(session_id, exc)
-            return None, 0, [key for key, _ in items], True
+            return None, Written(), [key for key, _ in items], True
 
     def put(self, state: SessionState) -> None:
         self._worked = True
         session_id = state.session_id
+        if session_id not in self._live:  # put unread (a record's put follows its get)
+            self.get(session_id)  # what the tables hold of it is replaced (E3)
         self._seal_before_change(session_id)
         if not self._holds(session_id):
             self._held += 1
         if (old := self._live.get(session_id)) is not None and old is not state:
             self._replaced(session_id)  # expired and started again (E3)
+        written = self._written.get(session_id)
+        if written is None or state.journal is not written:  # new here: written whole
+            epoch = 0 if written is None else written.epoch
+            state.journal = self._written[session_id] = Written.whole(state, epoch)
         self._live[session_id] = state
         self._live.move_to_end(session_id)
         self._changed.add(session_id)
 
     def _replaced(self, session_id: str) -> None:
-        epoch = self._epochs.get(session_id, 0)
+        written = self._written.get(session_id)
+        epoch = 0 if written is None else written.epoch
         self._retired.setdefault(session_id, set()).add(epoch)
-        self._epochs[session_id] = epoch + 1
+        self._written[session_id] = Written(epoch + 1)
 
     def delete(self, session_id: str) -> None:
         self._worked = True
@@ -355,11 +368,14 @@ class TableSessions(SessionStore):
         self._held = len(held)
         return self._held
 
-    def peek(self, session_id: str) -> SessionState | None:
-        """The session as applied so far, written or not; nothing is kept in memory for it."""
+    def peek(self, session_id: str) -> tuple[SessionState | None, int]:
+        """The session as applied so far, written or not, and the generation last written of
+        it; nothing is kept in memory for it."""
         if session_id in self._live:
-            return self._live[session_id]
-        return self.read(session_id)[0]
+            written = self._written.get(session_id)
+            return self._live[session_id], 0 if written is None else written.generation
+        state, written, _ = self.read(session_id)
+        return state, written.generation
 
     def seal(self) -> Snapshot:
         """What the sessions changed since the last seal write, serialized now (E1): for
@@ -405,9 +421,9 @@ class TableSessions(SessionStore):
             if session_id in self._waits_in:
                 self._note(session_id, None, None)
         else:
-            epoch = self._epochs.get(session_id, 0)
-            change = entries.changes(state, epoch, garbage, partial(turn_key, session_id))
-            head = entries.head(state, epoch, change["dropped"], self.window, self.ttl)
+            written = self._written[session_id]
+            change = entries.changes(state, written, garbage, partial(turn_key, session_id))
+            head = entries.head(state, written, change["dropped"], self.window, self.ttl)
             self._add(snapshot, session_id, change, head)
             waits = (state.messages_wait, state.decisions_wait)
             if waits != (None, None) or session_id in self._waits_in:
@@ -527,7 +543,7 @@ class TableSessions(SessionStore):
 
     def _drop(self, session_id: str) -> None:
         del self._live[session_id]
-        self._epochs.pop(session_id, None)
+        self._written.pop(session_id, None)
 
     def _is_written(self, session_id: str) -> bool:
         return not (

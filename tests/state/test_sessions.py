@@ -249,8 +249,7 @@ def final_state(tables: Tables) -> dict[str, Any]:
     state = store.get("s1")
     assert state is not None
     doc = orjson.loads(state.to_json())
-    del doc["generation"]  # how many checkpoints wrote it
-    _, items, bodies = entries.records(state, store._epochs["s1"])
+    _, items, bodies = entries.records(state, store._written["s1"])
     doc["left_over"] = sorted(set(tables[3].data) - {k for k, _ in items}) + sorted(
         set(tables[2].data) - {k for k, _ in bodies}
     )
