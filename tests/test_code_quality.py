@@ -176,26 +176,18 @@ def test_the_top_of_the_package_is_its_entry_points() -> None:
     assert top == {"__init__.py", "__main__.py", "config.py", "app.py"}
 
 
-# Types say what they hold (issue 50 item 5): JSON values are ``models/json_types.Json``,
+# Types say what they hold: JSON values are ``models/json_types.Json``,
 # and ``Any`` stays at the edges (Faust's, aiohttp's and RocksDB's untyped forwarding). The
 # word is counted wherever it is, comments and docstrings too, as a grep counts it.
 ANY_LIMIT = 30
 DICT_OF_ANY_LIMIT = 5
-# Rooms still being typed by their owners, counted apart until then: empty it when done.
-ANY_PENDING = {"state", "datasets"}
 
 
 def test_any_is_kept_to_the_edges() -> None:
     words = dicts = 0
-    pending: dict[str, int] = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         text = path.read_text()
-        found = len(re.findall(r"\bAny\b", text))
-        room = path.relative_to(PACKAGE).parts[0]
-        if room in ANY_PENDING:
-            pending[room] = pending.get(room, 0) + found
-            continue
-        words += found
+        words += len(re.findall(r"\bAny\b", text))
         dicts += text.count("dict[str, Any]")
-    assert words <= ANY_LIMIT, f"{words} Any in stream_app/ (pending apart: {pending})"
+    assert words <= ANY_LIMIT, f"{words} Any in stream_app/"
     assert dicts <= DICT_OF_ANY_LIMIT, f"{dicts} dict[str, Any] in stream_app/"
