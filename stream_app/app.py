@@ -52,7 +52,7 @@ from stream_app.models.topics import partition_for
 from stream_app.observability import logs, metrics
 from stream_app.runtime import allocator
 from stream_app.runtime.slices import Slices
-from stream_app.state.due import IndexedSessions, OrderedMemoryStore, session_of_due
+from stream_app.state.due import DueIndex, OrderedMemoryStore, session_of_due
 from stream_app.state.entries import StateFormatNewer
 from stream_app.state.final_keys import TableFinalKeys, session_of_final_key
 from stream_app.state.recovery import (
@@ -61,7 +61,7 @@ from stream_app.state.recovery import (
     client_options,
     partition_counts,
 )
-from stream_app.state.sessions import session_of
+from stream_app.state.sessions import TableSessions, session_of
 from stream_app.state.tables import KeyPartitionedTable
 from stream_app.worker import reachability, web_server
 from stream_app.worker.final_records import Finalizer
@@ -173,17 +173,15 @@ def create_app(settings: Settings) -> faust.App:
     final_keys = table(
         "final_keys", session_of=session_of_final_key, memory_store=OrderedMemoryStore
     )
-    store = IndexedSessions(
+    # The sessions with their parts composed beside them (state/parts.py).
+    store = TableSessions(
         heads,
         collapse,
         bodies,
         entries,
         policy.max_state_record_bytes,
-        due,
-        policy,
-        finality.Timing(policy),
-        partitions,
-        TableFinalKeys(final_keys, partitions),
+        index=DueIndex(due, policy, finality.Timing(policy), partitions),
+        final_keys=TableFinalKeys(final_keys, partitions),
     )
     # Closed turns wait in the state for the checkpoint that holds them (worker/final_records.py).
     pipeline = Pipeline(policy, store, finals_now=False)
@@ -218,7 +216,10 @@ def create_app(settings: Settings) -> faust.App:
                 run = consumer.delivered(event.message)  # a run of one partition
                 worker.read(run)
                 for message in run:
-                    worker.apply(message, checkpoints.add(message))
+                    if worker.is_telemetry(message):  # translated a slice at a time
+                        await worker.apply_telemetry(message, checkpoints.add, give_back)
+                    else:
+                        worker.apply(message, checkpoints.add(message))
                 await checkpoints.added(full=settings.batch_max_records)
                 allocator.freeze_survivors()  # what a step leaves alive: walk it no more
                 await give_back()

@@ -2,8 +2,8 @@
 
 ``ModelWorker`` is what the worker does with a partition's records: the core applies them
 in place (``Pipeline``, closed turns kept in the state), ticks read the due index, the one
-timer
-(``IndexedSessions``), and a checkpoint seals the sessions, writes them to the tables, has
+timer (a part of ``TableSessions``), and a checkpoint seals the sessions, writes them to the
+tables, has
 ``Finalizer`` write the final records of the turns it closed, and only then commits the
 offsets applied. The tables are dicts that outlive a worker, the topics lists; a crash is
 a worker dropped (anywhere in a checkpoint's writes: ``Budget``), and the next one reads the
@@ -22,8 +22,9 @@ import orjson
 from stream_app.core import finality
 from stream_app.core.policy import Policy
 from stream_app.core.records import FinalTurn, Outputs, SourceRecord
-from stream_app.state.due import IndexedSessions, OrderedKeys
+from stream_app.state.due import DueIndex, OrderedKeys
 from stream_app.state.final_keys import TableFinalKeys
+from stream_app.state.sessions import TableSessions
 from stream_app.worker.final_records import Finalizer
 from stream_app.worker.pipeline import Pipeline
 
@@ -109,15 +110,13 @@ class ModelWorker:
     def __init__(self, tables: Tables, policy: Policy, clock: list[float]) -> None:
         self.tables = tables
         t = tables
-        self.store = IndexedSessions(
+        self.store = TableSessions(
             t.heads,
             t.decisions,
             t.bodies,
             t.entries,
             policy.max_state_record_bytes,
-            t.due,
-            policy,
-            finality.Timing(policy),
+            index=DueIndex(t.due, policy, finality.Timing(policy)),
             final_keys=TableFinalKeys(t.final_keys, partitions=1),
         )
         self.pipeline = Pipeline(policy, self.store, clock=lambda: clock[0], finals_now=False)

@@ -8,12 +8,13 @@ a tick reads them up to now in one range read (``keys_between``): what a tick co
 the sessions whose instant has come, never the sessions held. The tick is the only timer:
 it closes turns and expires idle sessions alike.
 
-The index is written with the sessions, at a checkpoint (``IndexedSessions``): a session
-whose instant changed since it was last written puts its new key before its head is
+The index is written with the sessions, at a checkpoint (``DueIndex``, a part composed into
+the store, ``state/parts.py``; the instant a head names is the session's ``Written.due``): a
+session whose instant changed since it was last written puts its new key before its head is
 written, and deletes the one before after it; the head names the instant it put (``due``).
 A worker stopped anywhere in between leaves at worst a key too many, never one missing: a
 tick that reads a key its session no longer names, or whose session is gone, deletes it
-(``read_reached``). A key may be early, never late: a session whose instant is its expiry
+(``DueIndex.read``). A key may be early, never late: a session whose instant is its expiry
 and moves only later (a record of a session with no turn open) keeps its key, and the tick
 that reads it early files it again at its instant, so a busy session costs an index write
 per idle time, not one per checkpoint.
@@ -30,7 +31,7 @@ import heapq
 import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from faust.types import TP, EventT
 
@@ -40,11 +41,10 @@ from stream_app.runtime.slices import Slices
 from stream_app.state import entries
 from stream_app.state.base import REACHED_COUNTED, Instants
 from stream_app.state.entries import Head, StateFormatNewer, read_head
-from stream_app.state.sessions import Snapshot, StateTable, TableSessions
+from stream_app.state.parts import Part
+from stream_app.state.sessions import StateTable
 from stream_app.state.tables import MemoryStore
-
-if TYPE_CHECKING:
-    from stream_app.state.final_keys import TableFinalKeys
+from stream_app.state.written import Written
 
 _INSTANT = struct.Struct(">Q")
 INSTANT_BYTES = _INSTANT.size
@@ -80,42 +80,27 @@ class DueTable(StateTable, Protocol):
 
 @dataclass
 class IndexWrites:
-    """What one checkpoint writes to the index, and the closed turns its sessions hold."""
+    """What one checkpoint writes to the index."""
 
     put: list[bytes] = field(default_factory=list)  # before the heads
     delete: list[bytes] = field(default_factory=list)  # after them
-    closed: dict[str, list[str]] = field(default_factory=dict)  # session -> closed turns
-    final_keys: int | None = None  # the batch of the final keys it writes, if a table's
 
 
-class IndexedSessions(TableSessions):
-    """``TableSessions`` with the due index written beside the sessions (module docstring),
-    and the closed turns of each snapshot noted for ``worker/final_records.py``, which writes
-    their final records once the snapshot is written."""
+class DueIndex(Part):
+    """The due index (module docstring): a part of the worker's store (``state/parts.py``),
+    composed into ``TableSessions``, which reads it for a tick (``reached``, ``read``) and
+    tells it of each checkpoint; what it wrote of a session is the session's ``Written``."""
 
     def __init__(
-        self,
-        table: StateTable,
-        decisions: StateTable,
-        bodies: StateTable,
-        entries: StateTable,
-        max_record_bytes: int,
-        due: DueTable,
-        policy: Policy,
-        timing: Instants,
-        partitions: int = 1,
-        final_keys: TableFinalKeys | None = None,
+        self, due: DueTable, policy: Policy, timing: Instants, partitions: int = 1
     ) -> None:
-        super().__init__(table, decisions, bodies, entries, max_record_bytes)
         self.due_table = due
         self.timing = timing
         self.partitions = partitions
-        self.final_table = final_keys  # None: remembered in memory only (tests)
-        # Named in every head it writes: a head's instant made under others is filed again.
-        self.window = policy.late_decision_window_seconds
-        self.ttl = policy.session_ttl_seconds
-        if final_keys is not None:
-            self.final_keys = final_keys
+        # Named in every head the store writes: a head's instant made under others is filed
+        # again.
+        self.window: float | None = policy.late_decision_window_seconds
+        self.ttl: float | None = policy.session_ttl_seconds
         self._writes: dict[int, IndexWrites] = {}  # by snapshot number
         self._stale: set[bytes] = set()  # keys a tick found stale: deleted at the next seal
         # Live sessions whose written key is their expiry, which a record only moves later:
@@ -127,40 +112,42 @@ class IndexedSessions(TableSessions):
     # -- reading ---------------------------------------------------------------------
 
     def reached(
-        self, partition: int | None, now: float, timing: Instants, limit: int | None = None
-    ) -> list[tuple[str, bytes]]:
+        self, partition: int | None, now: float, limit: int | None = None
+    ) -> tuple[list[tuple[str, bytes]], int]:
         """The sessions whose index key is reached by ``now`` in ``partition`` (None: every
         partition), the first ``limit``, with their keys: one range read of the index, which
-        counts up to REACHED_COUNTED more (``reached_left``)."""
+        counts up to REACHED_COUNTED more (how many it left, the second)."""
         partitions: Iterable[int] = range(self.partitions) if partition is None else (partition,)
         high, read = bound(now), None if limit is None else limit + REACHED_COUNTED
         keys = [k for p in partitions for k in self.due_table.keys_between(p, b"", high, read)]
-        self.reached_left = 0 if limit is None else max(0, len(keys) - limit)
-        return [(session_of_due(key).decode(), key) for key in keys[:limit]]
+        left = 0 if limit is None else max(0, len(keys) - limit)
+        return [(session_of_due(key).decode(), key) for key in keys[:limit]], left
 
-    def read_reached(self, key: bytes, state: SessionState | None, now: float) -> None:
-        """A key whose session is gone, or that names another instant than its head, is
-        deleted; a session whose instant is not the key the tick read (an early key, or
-        one filed again at assignment) is written at its instant by the next checkpoint."""
+    def read(self, key: bytes, state: SessionState | None, written: Written | None) -> bool:
+        """A tick read the session of ``key`` and left it as ``state``, whose head names what
+        ``written`` says. A key whose session is gone, or that names another instant than its
+        head, is deleted; whether the session is to be written at its instant by the next
+        checkpoint (the key the tick read was early, or filed again at assignment)."""
         if not key:
-            return
-        books = None if state is None else self._written.get(state.session_id)
-        written = None if books is None else books.due
-        if written is None or state is None or due_key(written, state.session_id) != key:
+            return False
+        at_written = None if written is None else written.due
+        if at_written is None or state is None or due_key(at_written, state.session_id) != key:
             self._stale.add(key)
         if state is None:
-            return
+            return False
         at = self.timing.next_at(state)
-        if due_key(at, state.session_id) != key or at != written:
+        if due_key(at, state.session_id) != key or at != at_written:
             self._refile.add(state.session_id)
-            self.put(state)
+            return True
+        return False
 
-    def closed_in(self, snapshot: Snapshot) -> dict[str, list[str]]:
-        """The closed turns of the snapshot's sessions, by session, in the order they closed."""
-        writes = self._writes.get(snapshot.number)
-        return {} if writes is None else writes.closed
-
-    async def index_held(self, partitions: Iterable[int], now: float) -> int:
+    async def index_held(
+        self,
+        heads: StateTable,
+        note_waiting: Callable[[str, int | None, Head], None],
+        partitions: Iterable[int],
+        now: float,
+    ) -> int:
         """One pass over the heads of ``partitions`` once they are assigned, so that every
         session is filed at the instant the settings in force give it (``refile``): a head
         whose instant was made with another late-decision window or idle time (or none:
@@ -174,14 +161,14 @@ class IndexedSessions(TableSessions):
         pause = Slices()
         moves: list[tuple[str, float, float | None]] = []  # written once every head read
         for partition in partitions:
-            for key, data in self.table.items_from(partition, b""):
+            for key, data in heads.items_from(partition, b""):
                 await pause()
                 fresh = data.startswith(current)
                 if fresh and not entries.names_waiting(data):
                     continue
                 try:
                     doc = read_head(data)
-                    self.note_waiting(key.decode(), partition, doc)
+                    note_waiting(key.decode(), partition, doc)
                     if fresh:
                         continue
                     moved = refile(doc, self.timing)
@@ -201,83 +188,63 @@ class IndexedSessions(TableSessions):
         await self.due_table.written()
         return filed
 
-    # -- writing ---------------------------------------------------------------------
+    # -- a checkpoint's writes -------------------------------------------------------
 
-    def begin_seal(self) -> Snapshot:
-        snapshot = super().begin_seal()
-        writes = self._writes.setdefault(snapshot.number, IndexWrites())
+    def sealing(self, number: int) -> None:
+        writes = self._writes.setdefault(number, IndexWrites())
         writes.delete.extend(self._stale)
         self._stale = set()
-        if self.final_table is not None:
-            writes.final_keys = self.final_table.seal()
-        return snapshot
 
-    def _seal_one(self, snapshot: Snapshot, session_id: str) -> None:
-        state = self._live[session_id]
-        if state is not None:
-            writes = self._writes.setdefault(snapshot.number, IndexWrites())
-            books = self._written[session_id]
-            at, written = self.timing.next_at(state), books.due
-            early = written is not None and at > written and session_id in self._early_ok
-            if at != written and (not early or session_id in self._refile):
-                writes.put.append(due_key(at, session_id))
-                if written is not None:
-                    writes.delete.append(due_key(written, session_id))
-                books.due = at  # the head written now names it
-                if at == self.timing.expires_at(state):
-                    self._early_ok.add(session_id)
-                else:
-                    self._early_ok.discard(session_id)
-            self._refile.discard(session_id)
-            if state.closed:
-                writes.closed[session_id] = list(state.closed)
-        else:
+    def seal_session(
+        self, number: int, session_id: str, state: SessionState | None, written: Written | None
+    ) -> None:
+        if state is None or written is None:
             self._early_ok.discard(session_id)
-        super()._seal_one(snapshot, session_id)
+            return
+        writes = self._writes.setdefault(number, IndexWrites())
+        at, before = self.timing.next_at(state), written.due
+        early = before is not None and at > before and session_id in self._early_ok
+        if at != before and (not early or session_id in self._refile):
+            writes.put.append(due_key(at, session_id))
+            if before is not None:
+                writes.delete.append(due_key(before, session_id))
+            written.due = at  # the head written now names it
+            if at == self.timing.expires_at(state):
+                self._early_ok.add(session_id)
+            else:
+                self._early_ok.discard(session_id)
+        self._refile.discard(session_id)
 
-    async def write(self, snapshot: Snapshot) -> None:
-        """The index keys and the final keys the snapshot puts, acknowledged; then the
-        sessions (``TableSessions.write``); then the keys it deletes, but any it also puts."""
-        writes = self._writes.get(snapshot.number) or IndexWrites()
-        final_keys, batch = self.final_table, writes.final_keys
+    async def write_before(self, number: int) -> None:
+        """The keys the checkpoint puts, acknowledged before its heads."""
+        writes = self._writes.get(number) or IndexWrites()
         pause = Slices()
         for key in writes.put:
             await self.due_table.put(key, b"")
             await pause()
         await self.due_table.written()
-        if final_keys is not None and batch is not None:
-            await final_keys.write_remembered(batch)
-        await super().write(snapshot)
+
+    async def write_after(self, number: int) -> None:
+        """The keys it deletes, after its heads, but any it also puts."""
+        writes = self._writes.get(number) or IndexWrites()
+        pause = Slices()
         put = set(writes.put)
         for key in writes.delete:
             if key not in put:
                 await self.due_table.put(key, None)
                 await pause()
-        if final_keys is not None and batch is not None:
-            await final_keys.write_forgotten(batch)
 
-    def settled(self, snapshot: Snapshot) -> None:
-        writes = self._writes.get(snapshot.number)
-        if self.final_table is not None and writes is not None and writes.final_keys is not None:
-            self.final_table.settled(writes.final_keys)
-        super().settled(snapshot)
-
-    async def release(self, snapshot: Snapshot) -> None:
-        self._writes.pop(snapshot.number, None)
-        await super().release(snapshot)
+    def released(self, number: int) -> None:
+        self._writes.pop(number, None)
 
     def forget_all(self) -> None:
-        """Also the stale keys found: their partitions may have moved (a later tick of the
+        """The stale keys found: their partitions may have moved (a later tick of the
         partition's owner finds them again)."""
         self._stale.clear()
         self._refile.clear()
-        if self.final_table is not None:
-            self.final_table.forget_counts()
-        super().forget_all()
 
-    def _drop(self, session_id: str) -> None:
+    def let_go(self, session_id: str) -> None:
         self._early_ok.discard(session_id)  # read again, its key is moved when it changes
-        super()._drop(session_id)
 
 
 def refile(doc: Head, timing: Instants) -> tuple[float, float | None] | None:

@@ -14,8 +14,8 @@ A finishing message for a key forgotten is a new turn again, as it was before.
 
 In the worker the keys are a table, ``final_keys``, each key filed in its session's
 partition and written with the sessions at a checkpoint, before the heads that no longer
-hold the closed turn (``IndexedSessions.write``), so no state on the changelog has dropped a
-closed turn whose key is not remembered. Two records a key:
+hold the closed turn (a part of the store, ``state/parts.py``), so no state on the
+changelog has dropped a closed turn whose key is not remembered. Two records a key:
 
 - ``[session_id, inference_call_id]`` (JSON) -> the instant it went final (8 bytes, ms):
   the look-up, one point read a finishing message;
@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from stream_app.core import jsonbytes
 from stream_app.core.policy import Policy
 from stream_app.state.due import INSTANT_BYTES, DueTable, due_key
+from stream_app.state.parts import Part
 from stream_app.state.sessions import session_of
 
 ORDER = b"\x00"  # the first byte of an order record: below any JSON array's "["
@@ -58,9 +59,10 @@ class _Batch:
     delete: list[bytes] = field(default_factory=list)  # order keys forgotten
 
 
-class TableFinalKeys:
+class TableFinalKeys(Part):
     """The keys over the ``final_keys`` table. What a checkpoint has not written yet is read
-    from an overlay, kept by batch, as ``TableCollapse`` keeps its entries."""
+    from an overlay, kept by batch, as ``TableCollapse`` keeps its entries. A part of the
+    worker's store: a checkpoint seals a batch and writes it around its heads."""
 
     def __init__(self, table: DueTable, partitions: int) -> None:
         self.table = table
@@ -70,6 +72,7 @@ class TableFinalKeys:
         self._remembered: dict[bytes, int] = {}  # lookup key -> its batch, until written
         self._forgetting: set[bytes] = set()  # order keys forgotten, until written
         self._held: dict[int, int] = {}  # partition -> keys, once counted
+        self._sealed_as: dict[int, int] = {}  # snapshot number -> the batch it writes
 
     def went_final(self, session_id: str, call_id: str) -> bool:
         key = lookup_key(session_id, call_id)
@@ -120,7 +123,28 @@ class TableFinalKeys:
             )
         return self._held[partition]
 
-    # -- a checkpoint's writes (``IndexedSessions``) ------------------------------------
+    # -- a checkpoint's writes (``state/parts.py``) -------------------------------------
+
+    def sealing(self, number: int) -> None:
+        self._sealed_as[number] = self.seal()
+
+    async def write_before(self, number: int) -> None:
+        if (batch := self._sealed_as.get(number)) is not None:
+            await self.write_remembered(batch)
+
+    async def write_after(self, number: int) -> None:
+        if (batch := self._sealed_as.get(number)) is not None:
+            await self.write_forgotten(batch)
+
+    def written(self, number: int) -> None:
+        if (batch := self._sealed_as.get(number)) is not None:
+            self.settled(batch)
+
+    def released(self, number: int) -> None:
+        self._sealed_as.pop(number, None)
+
+    def forget_all(self) -> None:
+        self.forget_counts()
 
     def seal(self) -> int:
         """Closes the open batch for the checkpoint sealing now; its number."""

@@ -23,7 +23,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import orjson
 
@@ -34,10 +34,16 @@ from stream_app.models.turn import TurnBodyDict
 from stream_app.observability import logs, metrics
 from stream_app.runtime.slices import Slices, let_go
 from stream_app.state import entries
-from stream_app.state.base import FinalKeys, SessionStore
+from stream_app.state.base import FinalKeys, Instants, SessionStore
+from stream_app.state.closed import ClosedTurns
 from stream_app.state.entries import StateFormatNewer, Value
 from stream_app.state.memory import MemoryFinalKeys
+from stream_app.state.parts import Part
 from stream_app.state.written import Written
+
+if TYPE_CHECKING:
+    from stream_app.state.due import DueIndex
+    from stream_app.state.final_keys import TableFinalKeys
 
 # Decoded states kept in memory once written: the sessions a worker is working on. Each
 # holds its turns; one not kept is decoded again from the table when it is next read
@@ -179,6 +185,10 @@ class TableCollapse:
 
 
 class TableSessions(SessionStore):
+    """The sessions in their tables, with the parts composed beside them (``state/parts.py``):
+    the due index when given one (the worker's), the final keys' table when given one, and
+    the closed turns each checkpoint holds (``closed``)."""
+
     def __init__(
         self,
         table: StateTable,
@@ -186,15 +196,25 @@ class TableSessions(SessionStore):
         bodies: StateTable,
         entries: StateTable,
         max_record_bytes: int,
+        index: DueIndex | None = None,
+        final_keys: TableFinalKeys | None = None,
     ) -> None:
         self.table = table
         self.bodies = bodies
         self.entries = entries
         self.max_record_bytes = max_record_bytes  # a state record past it is never sent
         self.collapse: TableCollapse = TableCollapse(decisions)
-        self.final_keys: FinalKeys = MemoryFinalKeys()  # a table's in the worker (IndexedSessions)
-        self.window: float | None = None  # named in every head, with the due index's
-        self.ttl: float | None = None  # likewise
+        # A table's in the worker; else remembered in memory only (tests).
+        self.final_keys: FinalKeys = MemoryFinalKeys() if final_keys is None else final_keys
+        self.index = index
+        # Named in every head, with the due index's: a head's instant made under others is
+        # filed again (``state/due.py``).
+        self.window = None if index is None else index.window
+        self.ttl = None if index is None else index.ttl
+        self.closed = ClosedTurns()
+        # Told of each step of a checkpoint, in this order (the index's keys, then the final
+        # keys, are written before the heads and deleted after them).
+        self.parts: list[Part] = [p for p in (index, final_keys, self.closed) if p is not None]
         # What waits, by partition and session, as the heads written (or read at assignment,
         # ``state/due.index_held``) say: the waiting report reads this, never every head.
         self.waits: dict[int, dict[str, Waits]] = {}
@@ -308,6 +328,28 @@ class TableSessions(SessionStore):
         held.update(s for s, state in self._live.items() if state is not None)
         return iter(sorted(held))
 
+    def reached(
+        self, partition: int | None, now: float, timing: Instants, limit: int | None = None
+    ) -> list[tuple[str, bytes]]:
+        """Read off the due index when the store has one (``DueIndex.reached``)."""
+        if self.index is None:
+            return super().reached(partition, now, timing, limit)
+        found, self.reached_left = self.index.reached(partition, now, limit)
+        return found
+
+    def read_reached(self, key: bytes, state: SessionState | None, now: float) -> None:
+        """The index's key read (``DueIndex.read``): a session it files again is changed."""
+        if self.index is None:
+            return
+        written = None if state is None else self._written.get(state.session_id)
+        if self.index.read(key, state, written) and state is not None:
+            self.put(state)
+
+    async def index_held(self, partitions: Iterable[int], now: float) -> int:
+        """Files the heads of ``partitions`` in the due index (``DueIndex.index_held``)."""
+        assert self.index is not None, "a store with a due index"
+        return await self.index.index_held(self.table, self.note_waiting, partitions, now)
+
     def note_waiting(self, session_id: str, partition: int | None, doc: entries.Head) -> None:
         """Notes what a head says waits in its session (nothing, for a head written before
         heads said, or one that does not read)."""
@@ -397,6 +439,8 @@ class TableSessions(SessionStore):
         self._sealing, self._changed = self._changed, set()
         self._snapshot = snapshot
         self.collapse.seal(snapshot)
+        for part in self.parts:
+            part.sealing(snapshot.number)
         return snapshot
 
     async def finish_seal(self, snapshot: Snapshot) -> None:
@@ -410,8 +454,11 @@ class TableSessions(SessionStore):
             self._seal_one(self._snapshot, session_id)
 
     def _seal_one(self, snapshot: Snapshot, session_id: str) -> None:
-        self._sealing.discard(session_id)
         state = self._live[session_id]
+        written = None if state is None else self._written[session_id]
+        for part in self.parts:
+            part.seal_session(snapshot.number, session_id, state, written)
+        self._sealing.discard(session_id)
         garbage = self._garbage.pop(session_id, ())
         retired = self._retired.pop(session_id, ())
         snapshot.retired += [(session_id, epoch) for epoch in retired]
@@ -421,7 +468,7 @@ class TableSessions(SessionStore):
             if session_id in self._waits_in:
                 self._note(session_id, None, None)
         else:
-            written = self._written[session_id]
+            assert written is not None
             change = entries.changes(state, written, garbage, partial(turn_key, session_id))
             head = entries.head(state, written, change["dropped"], self.window, self.ttl)
             self._add(snapshot, session_id, change, head)
@@ -450,7 +497,9 @@ class TableSessions(SessionStore):
         ``core/collapse.first_copy``, and is applied again). What a head no longer names
         goes after it. Entries are serialized here, giving the event loop back every
         ``SLICE_SECONDS`` (``runtime/slices.py``), so a checkpoint never holds up the agent
-        for long."""
+        for long. The parts' records go around them (``state/parts.py``)."""
+        for part in self.parts:
+            await part.write_before(snapshot.number)
         pause = Slices()
         for key, value in snapshot.entries.items():
             await self.entries.put(key, self._fits(key, value))
@@ -477,6 +526,8 @@ class TableSessions(SessionStore):
                 await self.entries.put(key, None)
                 await pause()
         await self.collapse.write_forgotten(snapshot)
+        for part in self.parts:
+            await part.write_after(snapshot.number)
 
     def _fits(self, key: bytes, value: Value | None) -> bytes | None:
         """The record's bytes, checked against the producer's record limit: the limits keep
@@ -498,6 +549,8 @@ class TableSessions(SessionStore):
     def settled(self, snapshot: Snapshot) -> None:
         """The snapshot's changelog records are acknowledged: its states may be dropped
         (``evict``)."""
+        for part in self.parts:
+            part.written(snapshot.number)
         for session_id in snapshot.sessions:
             self._unwritten[session_id] -= 1
             if not self._unwritten[session_id]:
@@ -508,6 +561,8 @@ class TableSessions(SessionStore):
         """Lets a settled snapshot go a slice at a time (``slices.let_go``). Its records,
         and the entries and turns only they still named, would otherwise be freed in one
         step, with the loop held, when the next seal replaced the snapshot."""
+        for part in self.parts:
+            part.released(snapshot.number)
         if self._snapshot is snapshot:
             self._snapshot = Snapshot(-1)
         s = snapshot
@@ -525,6 +580,8 @@ class TableSessions(SessionStore):
 
     def forget_all(self) -> None:
         """Drops every decoded state that is written: partitions moved, the tables rule."""
+        for part in self.parts:
+            part.forget_all()
         for session_id in [s for s in self._live if self._is_written(s)]:
             self._drop(session_id)
 
@@ -544,6 +601,8 @@ class TableSessions(SessionStore):
     def _drop(self, session_id: str) -> None:
         del self._live[session_id]
         self._written.pop(session_id, None)
+        for part in self.parts:
+            part.let_go(session_id)
 
     def _is_written(self, session_id: str) -> bool:
         return not (

@@ -32,15 +32,14 @@ from stream_app.core.finality import WINDOW
 from stream_app.core.records import FinalTurn
 from stream_app.observability import metrics
 from stream_app.runtime.slices import Slices
-from stream_app.state.due import IndexedSessions
-from stream_app.state.sessions import Snapshot
+from stream_app.state.sessions import Snapshot, TableSessions
 
 Send = Callable[[list[FinalTurn]], Awaitable[None]]  # returns once the broker has them all
 
 
 class Finalizer:
     def __init__(
-        self, store: IndexedSessions, send: Send, clock: Callable[[], float] = time.time
+        self, store: TableSessions, send: Send, clock: Callable[[], float] = time.time
     ) -> None:
         self.store = store
         self.send = send
@@ -50,7 +49,7 @@ class Finalizer:
     async def after_write(self, snapshot: Snapshot) -> None:
         """Writes the final records of the closed turns ``snapshot`` holds, now that it is
         on the changelogs, then drops those turns from their sessions."""
-        closed = self.store.closed_in(snapshot)
+        closed = self.store.closed.closed_in(snapshot.number)
         if not closed:
             return
         finals: list[FinalTurn] = []
