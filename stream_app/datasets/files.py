@@ -213,7 +213,7 @@ def _number_shards(outs: dict[Split, SplitFiles], staged: Callable[[Path], Path]
                 if old is not None and new is not None:
                     os.replace(staged(old), staged(new))
             assert named[0] is not None
-            numbered.append(shard._replace(data=named[0], meta=named[1]))
+            numbered.append(Shard(named[0], named[1], shard.records, shard.sessions))
         target.shards = numbered
 
 
