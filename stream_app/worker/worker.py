@@ -142,7 +142,6 @@ class Worker:
         if routing.telemetry_topic:
             telemetry_read = metrics.RECORDS.labels(topic=routing.telemetry_topic)
             self._records_read[routing.telemetry_topic] = telemetry_read
-        self._ignored_events: set[str] = set()  # the event labels of TELEMETRY_IGNORED
         # By sessions partition, as its last tick found them: turns waiting to go final.
         self.finals_waiting: dict[int, int] = {}
         # By sessions partition, as its last tick's report found them: what waits past the
@@ -227,17 +226,53 @@ class Worker:
             batch.emitted.append(Emitted(out, None))
         batch.forward.append(Forward(key, dump_input(item), partition, msg.timestamp))
 
+    def is_telemetry(self, msg: Message) -> bool:
+        """Whether ``msg`` is a telemetry record (``apply_telemetry`` takes it)."""
+        return bool(self.routing.telemetry_topic) and msg.topic == self.routing.telemetry_topic
+
+    async def apply_telemetry(
+        self, msg: Message, add: Callable[[Message], Batch], pause: Callable[[], Awaitable[None]]
+    ) -> None:
+        """A telemetry record, translated a log record at a time with ``pause()`` (the
+        agent's ``Slices``) between two, so that a record of thousands of log records does
+        not hold the event loop (``runtime/slices.py``); then into the batch ``add(msg)``
+        opens for it, once translated: a checkpoint may seal the open batch while this
+        waits, and a batch takes nothing once sealed."""
+        policy, now = self.pipeline.policy, self.pipeline.clock()
+        work = telemetry.stepping(self._telemetry_record(msg), policy, now)
+        try:
+            while True:
+                try:
+                    next(work)
+                except StopIteration as end:
+                    done: telemetry.Step = end.value
+                    break
+                await pause()
+        except Exception as exc:  # as ``apply``: the step never raises, a bug might
+            if self.on_processing_error == "stop":
+                raise
+            add(msg).emitted.append(Emitted(_processing_error(msg, exc), None))
+            return
+        self._telemetry_into(msg, done, add(msg))
+
     def _apply_telemetry(self, msg: Message, batch: Batch) -> None:
-        """A telemetry record (``ingest/telemetry.py``): each decision it makes goes to the
-        decisions topic keyed by its session, with the batch (on the broker before the
-        record's event is acknowledged: nothing lost in a crash, a copy read again collapses
-        by its ``decision_id``); each log record it could not translate, and a record that is
-        no request, is a dead letter. Each log record is counted here, as translated."""
-        routing = self.routing
-        record = SourceRecord(
+        """A telemetry record in one step (``apply_telemetry`` is the agent's way)."""
+        policy, now = self.pipeline.policy, self.pipeline.clock()
+        self._telemetry_into(msg, telemetry.step(self._telemetry_record(msg), policy, now), batch)
+
+    def _telemetry_record(self, msg: Message) -> SourceRecord:
+        return SourceRecord(
             TELEMETRY, msg.topic, msg.partition, msg.offset, msg.key, msg.value, msg.timestamp
         )
-        done = telemetry.step(record, self.pipeline.policy, self.pipeline.clock())
+
+    def _telemetry_into(self, msg: Message, done: telemetry.Step, batch: Batch) -> None:
+        """A telemetry record's step (``ingest/telemetry.py``) into ``batch``: each decision
+        it makes goes to the decisions topic keyed by its session (on the broker before the
+        record's event is acknowledged: nothing lost in a crash, a copy read again collapses
+        by its ``decision_id``); each log record it could not translate, and a record that is
+        no request, is a dead letter. Its log records are counted with the batch, once the
+        broker has it (``Outbox.observe``), as every other count."""
+        routing = self.routing
         for decision in done.translation.decisions:
             key = decision.session_id.encode()
             partition = partition_for(key, routing.partitions)
@@ -245,20 +280,7 @@ class Worker:
                 key, decision.value, partition, msg.timestamp, routing.decisions_topic
             )
             batch.forward.append(forward)
-        if done.out.dead_letters:
-            batch.emitted.append(Emitted(done.out, None))
-        self._telemetry_counts(done.translation)
-
-    def _telemetry_counts(self, translation: telemetry.Translation) -> None:
-        for harness, n in translation.translated.items():
-            metrics.TELEMETRY_TRANSLATED.labels(harness=harness).inc(n)
-        for event, n in translation.ignored.items():
-            if event not in self._ignored_events:
-                event = "other" if len(self._ignored_events) >= IGNORED_EVENT_NAMES else event
-                self._ignored_events.add(event)
-            metrics.TELEMETRY_IGNORED.labels(event=event).inc(n)
-        for event, n in translation.untranslatable.items():
-            metrics.TELEMETRY_UNTRANSLATABLE.labels(event=event).inc(n)
+        batch.emitted.append(Emitted(TelemetryOutputs.of(done), None))
 
     def _apply_forwarded(self, msg: Message, batch: Batch) -> None:
         value = msg.value
@@ -354,6 +376,38 @@ class Worker:
         metrics.MESSAGES_WAITING_OLDEST.set(max((s.messages.oldest for s in found), default=0))
         metrics.DECISIONS_WAITING.set(sum(s.decisions.sessions for s in found))
         metrics.DECISIONS_WAITING_OLDEST.set(max((s.decisions.oldest for s in found), default=0))
+
+
+@dataclass(slots=True)
+class TelemetryOutputs(Outputs):
+    """A telemetry record's outputs (its dead letters) with its translation's counts, which
+    ``Outbox.observe`` moves the metrics by once the broker has the batch: a record read
+    again after a failed batch is counted once, like every other count."""
+
+    translation: telemetry.Translation | None = None
+
+    @classmethod
+    def of(cls, done: telemetry.Step) -> TelemetryOutputs:
+        out = cls(translation=done.translation)
+        out.extend(done.out)
+        return out
+
+
+_ignored_events: set[str] = set()  # the event labels of TELEMETRY_IGNORED, this process's
+
+
+def count_telemetry(translation: telemetry.Translation) -> None:
+    """Moves the telemetry metrics by a record's translation (past IGNORED_EVENT_NAMES event
+    names, an ignored one is counted as ``other``)."""
+    for harness, n in translation.translated.items():
+        metrics.TELEMETRY_TRANSLATED.labels(harness=harness).inc(n)
+    for event, n in translation.ignored.items():
+        if event not in _ignored_events:
+            event = "other" if len(_ignored_events) >= IGNORED_EVENT_NAMES else event
+            _ignored_events.add(event)
+        metrics.TELEMETRY_IGNORED.labels(event=event).inc(n)
+    for event, n in translation.untranslatable.items():
+        metrics.TELEMETRY_UNTRANSLATABLE.labels(event=event).inc(n)
 
 
 def internal_format(headers: object) -> int | None:
@@ -502,6 +556,8 @@ class Outbox:
         for out, started in batch.emitted:
             for name, n in out.counts.items():
                 counts[name] += n
+            if isinstance(out, TelemetryOutputs) and out.translation is not None:
+                count_telemetry(out.translation)
             if started is not None:
                 for revision in out.turns:
                     if revision.first:
