@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -168,6 +169,7 @@ def _command(args: argparse.Namespace) -> int:
 
     from stream_app.broker.clients import quiet_client_log
     from stream_app.console.progress import progress
+    from stream_app.datasets.files import check_replaceable
     from stream_app.datasets.layout import is_folder, is_parquet
     from stream_app.datasets.manifest import summary as dataset_summary
     from stream_app.datasets.manifest import written
@@ -179,6 +181,8 @@ def _command(args: argparse.Namespace) -> int:
     settings = load_settings()
     folder = is_folder(args.out)
     out = Path(args.out)
+    if folder and out.name in ("", ".."):  # ".", "/": the folder by its own name
+        out = Path(os.path.abspath(out))
     parquet = args.parquet or (is_parquet(out) and not folder)
     options = Options(
         format=args.format,
@@ -197,6 +201,8 @@ def _command(args: argparse.Namespace) -> int:
     try:
         if parquet:
             require_parquet()  # before a long read, not after it
+        if folder:
+            check_replaceable(out)  # before a long read too
         with contextlib.ExitStack() as held:  # the file read, or the topic's spool, till written
             if args.from_file is not None:
                 read, sha = _read_turns_file(held, Path(args.from_file), args.max_example_bytes)

@@ -49,6 +49,7 @@ from stream_app.datasets.skips import SkipReason, Skips
 from stream_app.datasets.split import split_of
 from stream_app.datasets.turn_lines import TurnLines, turn_key
 from stream_app.datasets.writers import (
+    DatasetError,
     JsonLinesWriter,
     ParquetWriter,
     Shard,
@@ -85,6 +86,28 @@ def _exchange(a: Path, b: Path) -> bool:
     return bool(done == 0)
 
 
+def check_replaceable(out: Path) -> None:
+    """Raises :class:`DatasetError` unless ``out`` is a folder an export may replace whole:
+    none yet, an empty one, or an export's set (its ``manifest.json`` names a format and its
+    files). A folder of anything else (the input, the working directory) is never swapped
+    out and deleted."""
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise DatasetError(f"{out} is a file, not a dataset folder: not replaced")
+    try:
+        if not any(out.iterdir()):
+            return
+        manifest = orjson.loads((out / "manifest.json").read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        manifest = None
+    if not (isinstance(manifest, dict) and "format" in manifest and "files" in manifest):
+        raise DatasetError(
+            f"{out} is a folder that holds no stream-app dataset (no manifest.json of "
+            "export): not replaced, as export replaces its folder whole; name a new folder"
+        )
+
+
 def write_dataset(
     read: TurnLines,
     options: Options,
@@ -106,6 +129,7 @@ def write_dataset(
     if parquet:
         require_parquet()
     if folder:
+        check_replaceable(out)
         return _write_folder(read, options, out, source, progress, provenance, parquet)
     return _write_files(read, options, out, source, progress, provenance)
 

@@ -363,3 +363,33 @@ def test_a_large_split_is_written_in_shards_that_load_as_one(
     loaded = load(out)
     assert loaded["train"].num_rows == whole["split"]["records"]["train"]
     assert loaded["train"].to_list() == load(tmp_path / "one")["train"].to_list()
+
+
+def test_a_folder_that_holds_no_set_is_never_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--out DIR/`` swaps the folder whole: a folder of the user's files (the input itself
+    among them, or the working directory as ``.``) is refused, not deleted; an export's set,
+    or an empty folder, is replaced."""
+    work = tmp_path / "work"
+    work.mkdir()
+    source = work / "turns.jsonl"
+    source.write_bytes(verdict_turns())
+    (work / "notes.txt").write_text("mine")
+    before = snapshot(work)
+    for out in (f"{work}/", str(work)):
+        capsys.readouterr()
+        assert main(["export", "--from", str(source), "--format", "chat", "--out", out]) == 2
+        (line,) = capsys.readouterr().err.splitlines()
+        assert line.startswith(f"stream-app export: {work} ") and "not replaced" in line
+        assert snapshot(work) == before
+    monkeypatch.chdir(work)
+    assert main(["export", "--from", "turns.jsonl", "--format", "chat", "--out", "."]) == 2
+    assert snapshot(work) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["work"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["export", "--from", str(source), "--format", "chat", "--out", str(empty)]) == 0
+    assert (empty / "manifest.json").exists()
+    assert main(["export", "--from", str(source), "--format", "kto", "--out", f"{empty}/"]) == 0
+    assert orjson.loads((empty / "manifest.json").read_bytes())["format"] == "kto"
