@@ -54,13 +54,16 @@ from stream_app.cli.arguments import Commands
 from stream_app.cli.tail import TailError, tail
 from stream_app.config import Settings, load_settings
 from stream_app.console.wording import counted
-from stream_app.ingest.lines import source_record
+from stream_app.ingest.lines import source_record, telemetry_line
 from stream_app.ingest.publish import Outgoing, check
 from stream_app.models.topics import partition_for
 
 # Package data, so that --demo works from an installed wheel; the checkout's
 # examples/session.jsonl is a link to it.
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "session.jsonl"
+# After it, the demo sends the session's agent's own telemetry (SPEC §10): a Claude Code
+# tool_decision, to the worker's POST /v1/logs as the agent would, whose verdict joins its turn.
+EXAMPLE_TELEMETRY = EXAMPLE.with_name("telemetry.jsonl")
 READY_TIMEOUT = 60.0  # seconds the worker has to answer /ready
 WORKER_GRACE = 30.0  # seconds a stopping worker has before it is killed
 ORPHAN_GRACE = 3.0  # seconds a stopping worker has once its broker has gone
@@ -219,6 +222,11 @@ def read_demo(path: Path, settings: Settings) -> list[DemoRecord]:
     for offset, line in enumerate(lines):
         if not line.strip():
             continue
+        if (sent := telemetry_line(line, offset, settings)) is not None:
+            assert sent.value is not None  # a telemetry line always has a value
+            # An OTLP export, JSON: sent to POST /v1/logs as an agent sends it.
+            records.append(DemoRecord(settings.topic_telemetry, None, sent.value, None))
+            continue
         record = source_record(line, offset, settings)
         if isinstance(record, str):
             raise DevError(
@@ -249,8 +257,20 @@ def _scrape(port: int) -> str:
         return str(answer.read().decode())
 
 
-async def _publish(bootstrap: str, records: list[DemoRecord], web_port: int, log: Path) -> int:
-    """Sends the records one at a time, each once the worker has read the one before.
+def _post_logs(settings: Settings, value: bytes) -> None:
+    """An OTLP JSON export to the worker's POST /v1/logs, as an agent sends it."""
+    headers = {"Content-Type": "application/json"}
+    if settings.web_token is not None:
+        headers["Authorization"] = f"Bearer {settings.web_token.get_secret_value()}"
+    url = f"http://127.0.0.1:{settings.web_port}/v1/logs"
+    request = urllib.request.Request(url, data=value, headers=headers, method="POST")
+    with urllib.request.urlopen(request, timeout=DEMO_RECORD_TIMEOUT) as answer:
+        answer.read()
+
+
+async def _publish(bootstrap: str, records: list[DemoRecord], settings: Settings, log: Path) -> int:
+    """Sends the records one at a time, each once the worker has read the one before (a
+    telemetry record to the worker's POST /v1/logs, the others to their topics).
 
     The worker reads its two input topics side by side: sent at once, a decision could be
     applied before the message it follows in the file, and the demo would not show what
@@ -262,14 +282,17 @@ async def _publish(bootstrap: str, records: list[DemoRecord], web_port: int, log
     sent: Counter[str] = Counter()
     try:
         for record in records:
-            delivery = await producer.send(
-                record.topic, record.value, key=record.key, partition=record.partition
-            )
-            await delivery
+            if record.topic == settings.topic_telemetry:
+                await asyncio.to_thread(_post_logs, settings, record.value)
+            else:
+                delivery = await producer.send(
+                    record.topic, record.value, key=record.key, partition=record.partition
+                )
+                await delivery
             sent[record.topic] += 1
             deadline = time.monotonic() + DEMO_RECORD_TIMEOUT
             while (
-                _records_read(await asyncio.to_thread(_scrape, web_port))[record.topic]
+                _records_read(await asyncio.to_thread(_scrape, settings.web_port))[record.topic]
                 < (sent[record.topic])
             ):
                 if time.monotonic() > deadline:
@@ -436,14 +459,16 @@ async def _show(
     ]
     if demo is not None:
         path, records = demo
+        exports = sum(r.topic == settings.topic_telemetry for r in records)
+        logs = f" ({counted(exports, 'OTLP export')} to POST /v1/logs)" if exports else ""
         print(
-            f"publishing {counted(len(records), 'record')} from {path}, each once the worker "
-            "has read the one before; turns, their revisions and dead letters as they come, "
+            f"publishing {counted(len(records), 'record')} from {path}{logs}, each once the "
+            "worker has read the one before; turns, their revisions and dead letters as they come, "
             f"and each turn's final line {settings.late_decision_window_seconds:g} s after it "
             f"(its late-decision window, {WINDOW_VARIABLE}) (Ctrl-C to stop):",
             flush=True,
         )
-        tasks.append(asyncio.ensure_future(_publish(bootstrap, records, settings.web_port, log)))
+        tasks.append(asyncio.ensure_future(_publish(bootstrap, records, settings, log)))
     following = tasks[0]
     try:
         while not following.done():
@@ -569,7 +594,11 @@ def run(
             settings = settings.model_copy(
                 update={"late_decision_window_seconds": DEMO_WINDOW_SECONDS}
             )
-        records = None if demo is None else (demo, read_demo(demo, settings))
+        records = None
+        if demo is not None:
+            records = (demo, read_demo(demo, settings))
+            if demo == EXAMPLE:  # and its agent's telemetry (EXAMPLE_TELEMETRY)
+                records[1].extend(read_demo(EXAMPLE_TELEMETRY, settings))
         workdir = Path(tempfile.mkdtemp(prefix="stream-app-dev-"))
         _run_children(settings, port, records, demo_turns, lifeline, workdir, keep)
     except _Stop:

@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from itertools import count
 
+from stream_app.console.wording import counted
 from stream_app.core.inputs import DECISIONS
 from stream_app.core.records import Outputs, SourceRecord
 from stream_app.ingest import telemetry
@@ -83,7 +84,7 @@ def clause(counts: Counter[str]) -> str | None:
         return None
     said = (
         f"{counts[LINES]} {TELEMETRY} line{'s' if counts[LINES] != 1 else ''}: "
-        f"{counts[LOG_RECORDS]} log records = {counts[TRANSLATED]} translated + "
+        f"{counted(counts[LOG_RECORDS], 'log record')} = {counts[TRANSLATED]} translated + "
         f"{counts[IGNORED]} ignored + {counts[UNTRANSLATABLE]} untranslatable"
     )
     if counts[NOT_OTLP]:
