@@ -103,32 +103,23 @@ def _pairs(read: TurnLines, options: Options, skips: Skips, spool: _Spool) -> It
             side.append(_Answer(step.key, response, spool.put(answer)))
     profile = options.chosen_profile
     for key, entry in prompts.items():
-        used: set[int] = set()
-        identical: set[int] = set()
-        pairs = 0
-        for chosen in entry.chosen:
-            partner = None
-            for j, rejected in enumerate(entry.rejected):
-                if j in used:
-                    continue
-                if rejected.response == chosen.response:
-                    identical.add(j)
-                    continue
-                partner = j
+        used: set[int] = set()  # the rejected answers in a pair
+        paired: set[int] = set()  # the chosen ones
+        for i, chosen in enumerate(entry.chosen):
+            if len(used) >= MAX_PAIRS:
                 break
-            if partner is None or pairs >= MAX_PAIRS:
-                same = any(r.response == chosen.response for r in entry.rejected)
-                reason = (
-                    SkipReason.PAIR_LIMIT
-                    if pairs >= MAX_PAIRS and partner is not None
-                    else SkipReason.IDENTICAL_RESPONSES
-                    if same
-                    else SkipReason.UNPAIRED
-                )
-                skips.add(chosen.key, reason)
+            partner = next(
+                (
+                    j
+                    for j, rejected in enumerate(entry.rejected)
+                    if j not in used and rejected.response != chosen.response
+                ),
+                None,
+            )
+            if partner is None:
                 continue
             used.add(partner)
-            pairs += 1
+            paired.add(i)
             rejected = entry.rejected[partner]
             prompt = cast(list[ChatMessage], orjson.loads(spool.get(entry.where)))
             chosen_message, chosen_meta = orjson.loads(spool.get(chosen.where))
@@ -136,13 +127,22 @@ def _pairs(read: TurnLines, options: Options, skips: Skips, spool: _Spool) -> It
             meta = {"prompt_sha256": key, "chosen": chosen_meta, "rejected": rejected_meta}
             row = pair_row(prompt, chosen_message, rejected_message, profile)
             yield Item(key, row, key, meta, (chosen.key, rejected.key))
-        for j, rejected in enumerate(entry.rejected):
-            if j not in used:
-                reason = (
-                    SkipReason.PAIR_LIMIT
-                    if pairs >= MAX_PAIRS
-                    else SkipReason.IDENTICAL_RESPONSES
-                    if j in identical
-                    else SkipReason.UNPAIRED
-                )
-                skips.add(rejected.key, reason)
+        full = len(used) >= MAX_PAIRS
+        for side, others, taken in (
+            (entry.chosen, entry.rejected, paired),
+            (entry.rejected, entry.chosen, used),
+        ):
+            for i, alone in enumerate(side):
+                if i not in taken:
+                    skips.add(alone.key, _why_unpaired(alone, others, full))
+
+
+def _why_unpaired(answer: _Answer, others: list[_Answer], full: bool) -> SkipReason:
+    """Why a turn with a verdict is in no pair: its counterparts (the turns of the other
+    verdict with its prompt) all answered as it did, else its prompt has its pairs, else
+    there is none or each that answered otherwise is in another pair."""
+    if others and all(other.response == answer.response for other in others):
+        return SkipReason.IDENTICAL_RESPONSES
+    if full:
+        return SkipReason.PAIR_LIMIT
+    return SkipReason.UNPAIRED

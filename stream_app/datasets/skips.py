@@ -43,11 +43,12 @@ class SkipReason(StrEnum):
     NO_VERDICT = "no_verdict"
     # kto, dpo: an accept and a reject of the same kind (explicit, or implicit alone).
     CONFLICTING_VERDICTS = "conflicting_verdicts"
-    # dpo: no turn of the other verdict shares its prompt.
+    # dpo, in no pair, and none of the two below: no turn of the other verdict shares its
+    # prompt, or each that answered otherwise is in another pair.
     UNPAIRED = "unpaired"
-    # dpo: its only counterparts answered exactly as it did.
+    # dpo: every turn of the other verdict with its prompt answered exactly as it did.
     IDENTICAL_RESPONSES = "identical_responses"
-    # dpo: its prompt already has MAX_PAIRS pairs.
+    # dpo: not identical_responses, and its prompt has MAX_PAIRS pairs.
     PAIR_LIMIT = "pair_limit"
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 from bench.workload import generate
 from stream_app.cli.replay import replay
@@ -171,6 +172,64 @@ def test_dpo_writes_at_most_three_pairs_a_prompt(tmp_path: Path) -> None:
     manifest, path = export(tmp_path, "limit.jsonl", b"\n".join(out), format="dpo")
     assert len(lines(path)) == 3
     assert manifest["skipped"]["pair_limit"] == 4
+
+
+def _one_prompt(answers: list[tuple[bool, str]]) -> bytes:
+    """Turns that all answer one prompt, each with an explicit verdict and its answer's text."""
+    base = orjson.loads(verdict_turns().splitlines()[0])
+    out = []
+    for i, (accepted, answer) in enumerate(answers):
+        value = dict(base["value"], inference_call_id=f"c{i}")
+        completing = next(m for m in value["new_messages"] if m["finish_reason"] is not None)
+        messages = [m for m in value["new_messages"] if m is not completing]
+        text = {"type": "text", "content": answer}
+        value["new_messages"] = [*messages, {**completing, "parts": [text]}]
+        value["decisions"] = [
+            {**_decision(), "accepted": accepted, "explicit": True, "decision_id": f"d{i}"}
+        ]
+        out.append(orjson.dumps({"key": orjson.dumps([f"s{i}", f"c{i}"]).decode(), "value": value}))
+    return b"\n".join(out)
+
+
+A, R = True, False
+
+
+@pytest.mark.parametrize(
+    ("answers", "pairs", "reasons"),
+    [
+        # The rejected "A" has one counterpart, which answered "A": identical, not unpaired.
+        ([(A, "A"), (R, "B"), (R, "A")], 1, {"identical_responses": 1}),
+        # The second "A" accepted: its one free counterpart answered "A" too, the other is in
+        # a pair; the rejected "A" only ever met "A": identical.
+        ([(A, "A"), (A, "A"), (R, "A"), (R, "B")], 1, {"unpaired": 1, "identical_responses": 1}),
+        # Four accepted, three rejected, all different: the fourth meets a prompt with 3 pairs.
+        (
+            [(A, "A"), (A, "B"), (A, "C"), (A, "D"), (R, "E"), (R, "F"), (R, "G")],
+            3,
+            {"pair_limit": 1},
+        ),
+        # The rejected "A" could never pair (every accepted answered "A"): identical, though
+        # the prompt has its 3 pairs; the fourth accepted "A" is over the limit.
+        (
+            [(A, "A"), (A, "A"), (A, "A"), (A, "A"), (R, "B"), (R, "C"), (R, "D"), (R, "A")],
+            3,
+            {"pair_limit": 1, "identical_responses": 1},
+        ),
+        # Nothing of the other verdict: unpaired.
+        ([(A, "A"), (A, "B")], 0, {"unpaired": 2}),
+    ],
+)
+def test_dpo_says_why_a_turn_is_not_in_a_pair(
+    answers: list[tuple[bool, str]], pairs: int, reasons: dict[str, int], tmp_path: Path
+) -> None:
+    """identical_responses: every turn of the other verdict with its prompt answered as it
+    did; pair_limit: else, its prompt has 3 pairs; unpaired: else (no turn of the other
+    verdict, or each that answered otherwise is in another pair)."""
+    manifest, path = export(tmp_path, "one.jsonl", _one_prompt(answers), format="dpo")
+    assert (len(lines(path)) if path.exists() else 0) == pairs  # no pair: no file
+    dpo = {k: v for k, v in manifest["skipped"].items() if v}
+    assert dpo == reasons
+    assert 2 * pairs + sum(reasons.values()) == len(answers)
 
 
 def _decision() -> dict[str, Any]:
