@@ -153,3 +153,16 @@ def test_export_without_a_broker_is_one_line_exit_2_and_no_file(tmp_path: Path) 
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "no Kafka broker answers" in done.stderr
     assert list(tmp_path.iterdir()) == []  # neither the file nor a partial one
+
+
+def test_a_telemetry_line_goes_to_the_telemetry_topic_as_replay_takes_it() -> None:
+    """Issue 51: publish sends ``{"topic": "telemetry", "value": <OTLP JSON>}`` lines to the
+    telemetry topic (unkeyed, as the Collector writes it), and refuses one that is no
+    request, where it used to refuse every telemetry line as no input kind."""
+    example = Path(__file__).resolve().parent.parent / "examples" / "telemetry.jsonl"
+    (good,) = example.read_bytes().splitlines()
+    bad = b'{"topic": "telemetry", "value": {"resourceLogs": 3}}'
+    sent, refused = check([good, bad], settings())
+    assert isinstance(sent, Outgoing) and sent.topic == "otlp_logs" and sent.key == b""
+    assert orjson.loads(sent.value) == orjson.loads(good)["value"]
+    assert isinstance(refused, Rejected) and refused.reason == "invalid_otlp"

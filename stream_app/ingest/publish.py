@@ -41,7 +41,8 @@ from stream_app.core.fields import near_misses
 from stream_app.core.inputs import INPUTS, MESSAGES
 from stream_app.core.intake import decode
 from stream_app.core.records import SessionMessage, TopicKind
-from stream_app.ingest.lines import source_record
+from stream_app.ingest import otlp
+from stream_app.ingest.lines import TELEMETRY, source_record, telemetry_line
 from stream_app.models.topics import partition_for
 
 CONNECT_TIMEOUT = 30.0  # seconds for the producer to reach the cluster
@@ -82,6 +83,17 @@ def check(
     policy = settings.policy()
     for offset, line in enumerate(lines):
         if not line.strip():
+            continue
+        if (exported := telemetry_line(line, offset, settings)) is not None:
+            # The agents' telemetry (SPEC §10), as replay takes it: to the telemetry topic,
+            # unkeyed as the Collector writes it; a value that is no request is refused here.
+            assert exported.value is not None
+            try:
+                otlp.decode(exported.value)
+            except otlp.InvalidOtlp as exc:
+                yield Rejected(offset + 1, "invalid_otlp", str(exc))
+                continue
+            yield Outgoing(offset + 1, TELEMETRY, exported.topic, b"", exported.value)
             continue
         record = source_record(line, offset, settings)
         if isinstance(record, str):
@@ -286,8 +298,9 @@ def summary(result: Published) -> str:
         )
     skipped = f"{counted(rejected, 'line')} skipped" + (f" ({by_reason})" if reasons else "")
     sent = result.sent
+    telemetry = f", {counted(sent[TELEMETRY], 'telemetry record')}" if sent[TELEMETRY] else ""
     return (
         f"stream-app publish: {counted(sent.total(), 'record')} sent "
-        f"({', '.join(counted(sent[kind.name], kind.noun) for kind in INPUTS.values())}); "
-        f"{skipped}"
+        f"({', '.join(counted(sent[kind.name], kind.noun) for kind in INPUTS.values())}"
+        f"{telemetry}); {skipped}"
     )
