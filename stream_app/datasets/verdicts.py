@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from stream_app.datasets.record_types import ExampleMetadata
 from stream_app.datasets.skips import SkipReason
+from stream_app.models.timestamps import instant_ns
 from stream_app.models.turn import TurnDict
 
 
 def metadata(session_id: str, turn: TurnDict) -> ExampleMetadata:
     decisions = turn["decisions"]
+    # The latest by instant (then decision_id, the Turn's own order), not by the spelling
+    # of occurred_at, which keeps the offset and precision it arrived with.
     scores = [
-        (d["occurred_at"], d["edit_retention_score"])
+        (instant_ns(d["occurred_at"]), d["decision_id"], d["edit_retention_score"])
         for d in decisions
         if d["edit_retention_score"] is not None
     ]
@@ -22,7 +25,7 @@ def metadata(session_id: str, turn: TurnDict) -> ExampleMetadata:
         "rejected_explicit": sum(1 for d in decisions if not d["accepted"] and d["explicit"]),
         "accepted_implicit": sum(1 for d in decisions if d["accepted"] and not d["explicit"]),
         "rejected_implicit": sum(1 for d in decisions if not d["accepted"] and not d["explicit"]),
-        "retention_score": max(scores)[1] if scores else None,
+        "retention_score": max(scores)[2] if scores else None,
     }
 
 

@@ -306,3 +306,26 @@ def test_only_accepted_never_makes_a_rejected_message_a_target(tmp_path: Path) -
         # Every assistant message of a TRL row is a target: each one an accepted turn's.
         assert all(kept(_key(t)) for t in meta["turns"])
         assert len([m for m in row["messages"] if m["role"] == "assistant"]) == len(meta["turns"])
+
+
+def test_the_retention_score_is_the_latest_decisions_by_instant_not_by_spelling(
+    tmp_path: Path,
+) -> None:
+    """occurred_at keeps the offset it arrived with: 12:00+02:00 is before 11:00Z. The turn
+    lists its decisions by instant (the core's order); the score is the last one's."""
+    doc = orjson.loads(_one_prompt([(A, "A")]))
+    early = {**_decision(), "decision_id": "d1", "explicit": False, "accepted": True}
+    late = {**early, "decision_id": "d2", "accepted": False}
+    early |= {"occurred_at": "2026-11-29T12:00:00+02:00", "edit_retention_score": 0.9}
+    late |= {"occurred_at": "2026-11-29T11:00:00Z", "edit_retention_score": 0.1}
+    doc["value"]["decisions"] = [early, {**_decision(), "decision_id": "d3"}, late]
+    export(tmp_path, "chat.jsonl", orjson.dumps(doc), format="chat")
+    (meta,) = lines(tmp_path / "chat.metadata.jsonl")
+    assert meta["retention_score"] == 0.1
+    counts = {k: v for k, v in meta.items() if k.endswith(("_explicit", "_implicit"))}
+    assert counts == {
+        "accepted_explicit": 1,
+        "rejected_explicit": 0,
+        "accepted_implicit": 1,
+        "rejected_implicit": 1,
+    }
