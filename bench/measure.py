@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -149,6 +149,7 @@ async def worker_rate(
     workdir: Path,
     checkout: Path | None = None,
     rate: float | None = None,
+    alongside: Callable[[list[int]], Awaitable[object]] | None = None,
 ) -> dict[str, float]:
     """(b) ``count`` workers to the last expected turn read and **sustained** (until their
     group has committed every input partition to its end, after the state of every record
@@ -173,8 +174,13 @@ async def worker_rate(
         cpu = sum(cluster.process_cpu_seconds(pid) for pid in pids)
         busy, began = cluster.machine_busy_seconds(), time.monotonic()
         reading = asyncio.create_task(on.read_until(topics["turns"], read, missing))
+        # More load on the workers' web ports while they work (``bench.telemetry``).
+        load = asyncio.ensure_future(alongside(ports)) if alongside is not None else None
         first = await produce(on, records, topics, rate, sent, ends)
         last = await reading
+        if load is not None:
+            load.cancel()
+            await asyncio.gather(load, return_exceptions=True)
         committed = await committed_to_end(on, group, ends)
         cpu = sum(cluster.process_cpu_seconds(pid) for pid in pids) - cpu
         busy, wall = cluster.machine_busy_seconds() - busy, time.monotonic() - began

@@ -13,19 +13,31 @@ through the OTLP/HTTP receiver.
   to ``OtlpReceiver`` on a loopback aiohttp server in this process, its ``send`` answering
   at once (no broker: the receiver's own cost, an upper bound of what a worker takes in);
   requests/s and log records/s, wall clock, client and server on one event loop.
+- **turn path** (``--turn-path``, a broker: embedded, or ``--bootstrap``'s): one worker takes
+  ``--turn-records`` of the bench workload paced at ``--rate`` records/s, twice in the same
+  run, each on a fresh cluster: without telemetry, then with ``--load`` log records/s POSTed
+  to its ``/v1/logs`` meanwhile (requests of ``--batch``, sessions of their own), which it
+  writes to its telemetry topic, reads back and translates. The turn latency (p50, p99), the
+  loop lag and the CPU per input record of both, and their ratios (with / without).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import tempfile
 import time
+from pathlib import Path
+from typing import Any
 
 import aiohttp
 from aiohttp import web
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 
+from bench import cluster, core, measure
+from bench.workload import encoded, generate
+from stream_app.cli.arguments import bootstrap_argument
 from stream_app.core.policy import Policy
 from stream_app.ingest import otlp
 from stream_app.ingest.telemetry import translate_value
@@ -43,11 +55,11 @@ from tests.ingest.otlp_records import (
 POLICY = Policy(org_id="bench")
 
 
-def records(n: int) -> list[LogRecord]:
+def records(n: int, sessions: str = "sess") -> list[LogRecord]:
     out: list[LogRecord] = []
     for i in range(n):
         kind = i % 5
-        session = f"sess-{i // 50}"
+        session = f"{sessions}-{i // 50}"
         if kind == 0:
             parameters = (
                 f'{{"file_path": "/repo/src/mod_{i}.py", "old_string": "a", "new_string": "b"}}'
@@ -74,8 +86,8 @@ def records(n: int) -> list[LogRecord]:
     return out
 
 
-def batches(n: int, size: int) -> list[ExportLogsServiceRequest]:
-    all_records = records(n)
+def batches(n: int, size: int, sessions: str = "sess") -> list[ExportLogsServiceRequest]:
+    all_records = records(n, sessions)
     return [request(all_records[i : i + size]) for i in range(0, n, size)]
 
 
@@ -131,12 +143,68 @@ async def receiver(requests: list[ExportLogsServiceRequest], total: int) -> tupl
     return total / wall, total * count / wall
 
 
+async def post_load(ports: list[int], bodies: list[bytes], per_second: float) -> None:
+    """``bodies`` POSTed to the first worker's /v1/logs, paced at ``per_second`` requests,
+    until cancelled; each must be answered 200."""
+    url = f"http://127.0.0.1:{ports[0]}/v1/logs"
+    async with aiohttp.ClientSession() as http:
+        start, i = time.perf_counter(), 0
+        while True:
+            async with http.post(
+                url, data=bodies[i % len(bodies)], headers={"Content-Type": PROTOBUF}
+            ) as r:
+                assert r.status == 200, r.status
+            i += 1
+            await asyncio.sleep(max(0.0, start + i / per_second - time.perf_counter()))
+
+
+async def turn_path(args: argparse.Namespace) -> dict[str, dict[str, float]]:
+    """The worker's turn path without, then with, telemetry load (see the docstring)."""
+    lines = list(generate(args.turn_records, args.sessions, seed=3))
+    expected = core.core_rate(lines, rounds=1)[1]
+    # Distinct records (the same one twice would collapse), sessions no turn has.
+    bodies = [r.SerializeToString() for r in batches(args.load * 60, args.batch, sessions="otel")]
+    per_second = args.load / args.batch
+    rows: dict[str, dict[str, float]] = {}
+    for name in ("without", "with"):
+        load = None if name == "without" else lambda ports: post_load(ports, bodies, per_second)
+        log = args.workdir / f"broker-telemetry-{name}.log"
+        async with cluster.fresh(args.bootstrap, log) as on:
+            rows[name] = await measure.worker_rate(
+                on, encoded(lines), expected, 1, args.workdir, rate=args.rate, alongside=load
+            )
+    return rows
+
+
+def turn_path_lines(rows: dict[str, dict[str, float]], args: argparse.Namespace) -> list[str]:
+    keys = ("p50_ms", "p99_ms", "loop_lag_p99_ms", "loop_lag_max_ms", "worker_cpu_us_per_record")
+    out = [
+        f"turn path: {args.turn_records:,} records at {args.rate:,.0f}/s, one worker; "
+        f"telemetry load {args.load:,} log records/s in requests of {args.batch}"
+    ]
+    out.append("             p50 ms  p99 ms  loop lag p99/max ms  CPU µs/record")
+    for name, m in rows.items():
+        out.append(
+            f"{name:>9}  {m['p50_ms']:7.1f} {m['p99_ms']:7.1f}  {m['loop_lag_p99_ms']:8.1f} /"
+            f"{m['loop_lag_max_ms']:6.1f}     {m['worker_cpu_us_per_record']:8.0f}"
+        )
+    ratio = {k: rows["with"][k] / rows["without"][k] if rows["without"][k] else 0.0 for k in keys}
+    out.append("with/without: " + ", ".join(f"{k} {v:.2f}x" for k, v in ratio.items()))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=20_000)
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--requests", type=int, default=400)
+    parser.add_argument("--turn-path", action="store_true", help="also the broker part")
+    parser.add_argument("--turn-records", type=int, default=20_000)
+    parser.add_argument("--sessions", type=int, default=200)
+    parser.add_argument("--rate", type=float, default=1000.0, help="input records/s")
+    parser.add_argument("--load", type=int, default=2000, help="telemetry log records/s")
+    parser.add_argument("--bootstrap", type=bootstrap_argument, help="a broker of your own")
     args = parser.parse_args()
     requests = batches(args.records, args.batch)
     figures = translator(requests, args.rounds)
@@ -149,6 +217,11 @@ def main() -> None:
         f"receiver: {per_second:.0f} requests/s, {records_per_second:.0f} log records/s "
         f"({args.requests} requests of {args.batch}, no broker)"
     )
+    if args.turn_path:
+        with tempfile.TemporaryDirectory(prefix="bench-telemetry-") as workdir:
+            args.workdir = Path(workdir)
+            rows: dict[str, Any] = asyncio.run(turn_path(args))
+        print("\n".join(turn_path_lines(rows, args)))
 
 
 if __name__ == "__main__":
