@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 import orjson
 
 from stream_app.datasets.features import features, yaml_features
@@ -43,9 +45,11 @@ def card(manifest: Manifest, options: Options, ext: str, outs: dict[Split, Split
         + (f", profile `{profile}`" if profile else "")
         + f"; {encoding}.",
         f"- Input: {manifest['source']} ({orjson.dumps(prov['input']).decode()}).",
-        f"- Made by stream-app {prov['stream_app_version']}: `{' '.join(prov['command'])}`.",
-        f"- Split by {manifest['split']['by']}: {manifest['split']['rule']}; salt "
-        f"`{manifest['split']['salt']}`.",
+        f"- Made by stream-app {prov['stream_app_version']}: `{shlex.join(prov['command'])}`.",
+        f"- Split by {manifest['split']['by']}: {manifest['split']['rule']} (eval_fraction "
+        f"{manifest['split']['eval_fraction']}); "
+        + (f"salt `{salt}`" if (salt := manifest["split"]["salt"]) else "no salt")
+        + " (`--split-salt` draws another split).",
         "- Records: "
         + ", ".join(f"{k} {v}" for k, v in manifest["split"]["records"].items())
         + "."

@@ -285,6 +285,13 @@ def test_the_split_salt_redraws_the_split_deterministically(tmp_path: Path) -> N
         sides.append({m["session_id"] for m in lines(tmp_path / f"{name}.eval.metadata.jsonl")})
     assert sides[1] == sides[2] != sides[0]
     assert orjson.loads((tmp_path / "b.manifest.json").read_bytes())["split"]["salt"] == "x"
+    # A folder's card names the rule with its fraction and salt: enough to draw it again.
+    for salt, said in (("x", "salt `x`"), ("", "no salt")):
+        export(
+            tmp_path, "set", turns, folder=True, format="kto", eval_fraction=0.3, split_salt=salt
+        )
+        card = (tmp_path / "set" / "README.md").read_text()
+        assert "eval_fraction 0.3" in card and said in card
 
 
 def test_a_topic_export_is_indexed_from_its_spool_and_parsed_once(
