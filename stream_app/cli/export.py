@@ -279,7 +279,8 @@ def _write(
                 file=sys.stderr,
             )
             return None
-        said.append(f"stream-app export: no turn in {source}: nothing written, {out} kept")
+        kept = f", {out} kept" if out.exists() else ""
+        said.append(f"stream-app export: no turn in {source}: nothing written{kept}")
         print("\n".join(said), file=sys.stderr)
         return None
     provenance: Provenance = {

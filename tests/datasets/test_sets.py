@@ -221,6 +221,10 @@ def test_an_input_without_turns_keeps_the_old_set_and_replay_input_is_exit_2(
     (line,) = capsys.readouterr().err.splitlines()
     assert line == f"stream-app export: no turn in {empty}: nothing written, {out} kept"
     assert snapshot(out) == before
+    new = tmp_path / "new"  # nothing was there: nothing is said to be kept
+    assert main(["export", "--from", str(empty), "--format", "kto", "--out", f"{new}/"]) == 0
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == f"stream-app export: no turn in {empty}: nothing written" and not new.exists()
     args = ["export", "--from", str(EXAMPLE), "--format", "kto", "--out", f"{out}/"]
     assert main(args) == 2
     (line,) = capsys.readouterr().err.splitlines()
