@@ -102,6 +102,10 @@ _COPILOT_PATH = "copilot_chat.file.relative_path"
 _CLAUDE_PATH_PARAMETERS = ("file_path", "notebook_path")
 _SURVIVAL_SCORES = ("survival_rate_four_gram", "survival_rate_no_revert")
 _SURVIVAL_DELAY = "time_delay_ms"
+# Past these sizes a value is decoded in a thread: decoding holds the event loop for longer
+# than a slice (``runtime/slices.py``, 1 ms) otherwise. OTLP JSON costs some 240 µs a KiB
+# (``json_format`` is Python), protobuf some 5 µs (this 2-core machine's figures).
+INLINE_DECODE_BYTES: dict[otlp.Encoding, int] = {"otlp_json": 4 * 1024, "otlp_proto": 256 * 1024}
 
 
 class Translated(NamedTuple):
@@ -205,19 +209,44 @@ def step(record: SourceRecord, policy: Policy, now: float) -> Step:
             return result
 
 
-def stepping(record: SourceRecord, policy: Policy, now: float) -> Generator[None, None, Step]:
-    """:func:`step` a unit of work at a time: it yields once the value is decoded and after
-    each log record, and returns the step. A 1 MiB record holds some 5,000 log records (tens
-    of µs each): the worker's agent gives the event loop back between two units when its
-    slice is used up (``runtime/slices.py``), where ``step`` would hold it for the whole
-    record."""
+def decodes_in_thread(value: bytes | None, encoding: otlp.Encoding | None = None) -> bool:
+    """Whether decoding ``value`` would hold the event loop past a slice, so that it is
+    decoded in a thread (the receiver's body, the worker's telemetry record). The thread
+    shares the GIL: ``json_format``'s Python gives it back to the loop each switch interval
+    (5 ms), where decoding on the loop held it for the whole value (0.25 s a MiB of JSON)."""
+    if value is None:
+        return False
+    return len(value) > INLINE_DECODE_BYTES[encoding or otlp.encoding_of(value)]
+
+
+def decoded(record: SourceRecord, now: float) -> ExportLogsServiceRequest | Step:
+    """A telemetry record's request, or the step of a record that is none (its one
+    ``invalid_otlp`` dead letter): :func:`stepping`'s first unit, which the worker's agent
+    runs in a thread for a large value (:func:`decodes_in_thread`). Never raises."""
     if record.value is None:
         out = rejected(Origin.of(record), INVALID_OTLP, "no value (a tombstone)", now)
         return Step(Translation(), out)
     try:
-        request = otlp.decode(record.value)
+        return otlp.decode(record.value)
     except otlp.InvalidOtlp as exc:
         return Step(Translation(), rejected(Origin.of(record), INVALID_OTLP, str(exc), now))
+
+
+def stepping(
+    record: SourceRecord,
+    policy: Policy,
+    now: float,
+    request: ExportLogsServiceRequest | Step | None = None,
+) -> Generator[None, None, Step]:
+    """:func:`step` a unit of work at a time: it yields once the value is decoded and after
+    each log record, and returns the step. A 1 MiB record holds some 5,000 log records (tens
+    of µs each): the worker's agent gives the event loop back between two units when its
+    slice is used up (``runtime/slices.py``), where ``step`` would hold it for the whole
+    record. ``request``: the value already :func:`decoded` (in a thread), else decoded here."""
+    if request is None:
+        request = decoded(record, now)
+    if isinstance(request, Step):
+        return request
     yield
     translation = Translation()
     for outcome in outcomes(request, policy):

@@ -12,6 +12,7 @@ the worker becomes a metric: none is counted for a batch the broker never took.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -237,10 +238,17 @@ class Worker:
         agent's ``Slices``) between two, so that a record of thousands of log records does
         not hold the event loop (``runtime/slices.py``); then into the batch ``add(msg)``
         opens for it, once translated: a checkpoint may seal the open batch while this
-        waits, and a batch takes nothing once sealed."""
+        waits, and a batch takes nothing once sealed. A large value is decoded in a thread
+        (``telemetry.decodes_in_thread``: 1 MiB of OTLP JSON is some 0.25 s of decoding),
+        awaited like a pause: the agent awaits this record before it takes the next, so the
+        order of records and of batches is the same."""
         policy, now = self.pipeline.policy, self.pipeline.clock()
-        work = telemetry.stepping(self._telemetry_record(msg), policy, now)
+        record = self._telemetry_record(msg)
         try:
+            request = None
+            if telemetry.decodes_in_thread(record.value):
+                request = await asyncio.to_thread(telemetry.decoded, record, now)
+            work = telemetry.stepping(record, policy, now, request)
             while True:
                 try:
                     next(work)

@@ -5,15 +5,17 @@ its log records are counted once the broker has its batch, as every other count.
 from __future__ import annotations
 
 import asyncio
+import threading
 from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
 from faust.types import Message
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
 from stream_app.checkpointing.batches import Batch
 from stream_app.core.policy import Policy
-from stream_app.ingest import telemetry
+from stream_app.ingest import otlp, telemetry
 from stream_app.observability import metrics
 from stream_app.worker.worker import Outbox, Routing, Worker
 from tests.finality_model import ModelWorker, Tables
@@ -146,3 +148,50 @@ def test_a_record_that_is_no_request_is_one_dead_letter_and_counts_nothing() -> 
 
 async def _no_pause() -> None:
     return None
+
+
+def test_a_large_record_is_decoded_off_the_event_loop_and_applied_as_inline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Which thread decodes, not how long it takes: a large OTLP JSON record (as a
+    Collector's ``otlp_json`` writes it) is decoded in a thread, a small protobuf one on the
+    event loop; the large one's decisions and dead letters are those of one step, in order,
+    and its batch is asked for once, after the last log record."""
+    threads: list[int] = []
+    real = otlp.decode
+
+    def decode(value: bytes, encoding: otlp.Encoding | None = None) -> ExportLogsServiceRequest:
+        threads.append(threading.get_ident())
+        return real(value, encoding)
+
+    monkeypatch.setattr(otlp, "decode", decode)
+    large = otlp.encode_json(otlp.decode(big_record(60)))
+    assert telemetry.decodes_in_thread(large)
+    small = big_record(3)
+    assert not telemetry.decodes_in_thread(small)
+    expected = Batch()
+    setup().apply(telemetry_message(large), expected)  # one step, on this thread
+
+    async def run() -> tuple[int, Batch, Batch, list[str]]:
+        worker, batches, asked = setup(), (Batch(), Batch()), []
+
+        def add(into: Batch) -> Any:
+            def opened(msg: Message) -> Batch:
+                asked.append(f"{msg.offset}")
+                return into
+
+            return opened
+
+        await worker.apply_telemetry(telemetry_message(large, 0), add(batches[0]), _no_pause)
+        await worker.apply_telemetry(telemetry_message(small, 1), add(batches[1]), _no_pause)
+        return threading.get_ident(), *batches, asked
+
+    threads.clear()
+    loop_thread, got, after, asked = asyncio.run(run())
+    off_loop, on_loop = threads
+    assert off_loop != loop_thread and on_loop == loop_thread
+    assert asked == ["0", "1"]
+    assert got.forward == expected.forward and len(got.forward) == 20
+    (emitted,), (wanted,) = got.emitted, expected.emitted
+    assert emitted.outputs.dead_letters == wanted.outputs.dead_letters
+    assert len(after.forward) == 1
