@@ -17,7 +17,9 @@ Bodies are ``application/x-protobuf`` or ``application/json`` (OTLP JSON), plain
 ``Content-Encoding: gzip`` (or ``deflate``, which the OTel SDK can send too). The record
 written is the request in protobuf, whatever it came as: the form the Collector's
 ``otlp_proto`` writes, smaller than JSON, with fields this version does not know dropped.
-The route does not wait for the worker's tables: it answers while they recover.
+The route does not wait for the worker's tables: it answers while they recover. A body
+that would hold the event loop past a slice to check (OTLP JSON past 4 KiB, some 240 µs a
+KiB to decode; protobuf past 256 KiB; any gzip) is checked in a thread (:func:`in_thread`).
 
 An error's body is a ``google.rpc.Status`` (code and message) in the request's encoding, as
 OTLP/HTTP says; a client that reads it not at all still has the status line.
@@ -36,6 +38,7 @@ from aiohttp import web
 from pydantic import SecretStr
 
 from stream_app.ingest import otlp
+from stream_app.ingest.telemetry import decodes_in_thread
 from stream_app.worker.web_auth import CHALLENGE, authorized
 
 PATH: Final = "/v1/logs"
@@ -103,6 +106,19 @@ def check(
         raise Refusal(400, str(exc)[:300]) from None
     count = sum(len(s.log_records) for rl in request.resource_logs for s in rl.scope_logs)
     return Accepted(request.SerializeToString(), count)
+
+
+def in_thread(body: bytes, content_type: str | None, content_encoding: str | None) -> bool:
+    """Whether :func:`check` runs in a thread for this body: one to gunzip (a small body
+    may unpack to the limit), or one whose decoding would hold the event loop past a slice
+    (``telemetry.decodes_in_thread``: OTLP JSON past 4 KiB, protobuf past 256 KiB)."""
+    kind = media_type(content_type)
+    if kind not in (PROTOBUF, JSON):
+        return False  # refused (415) at once
+    coding = (content_encoding or "identity").strip().lower()
+    if coding != "identity" and body[:2] == _GZIP_MAGIC:
+        return True
+    return decodes_in_thread(body, "otlp_proto" if kind == PROTOBUF else "otlp_json")
 
 
 def gunzip(body: bytes, limit: int) -> bytes:
@@ -174,12 +190,14 @@ class OtlpReceiver:
             return _error(401, "this endpoint needs Authorization: Bearer <token>", as_json)
         try:
             body = await self._body(request)
-            accepted = check(
-                body,
+            kind, coding = (
                 request.headers.get("Content-Type"),
                 request.headers.get("Content-Encoding"),
-                self.max_body_bytes,
             )
+            if in_thread(body, kind, coding):  # it would hold the event loop past a slice
+                accepted = await asyncio.to_thread(check, body, kind, coding, self.max_body_bytes)
+            else:
+                accepted = check(body, kind, coding, self.max_body_bytes)
         except Refusal as refusal:
             self._observe(_OUTCOME[refusal.status], 0)
             return _error(refusal.status, refusal.reason, as_json)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
@@ -13,6 +14,7 @@ import aiohttp
 import orjson
 import pytest
 from aiohttp import web
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from pydantic import SecretStr
 
 from stream_app.core.policy import Policy
@@ -25,6 +27,7 @@ from stream_app.worker.otlp_receiver import (
     Refusal,
     check,
     gunzip,
+    in_thread,
     status_body,
 )
 from tests.ingest.otlp_records import CLAUDE_RESOURCE, claude_api_request, claude_code, request
@@ -227,3 +230,48 @@ def test_the_sdks_otlp_http_exporter_is_answered_and_its_records_translated() ->
         ("conv-sdk", "call_sdk", True, False),
     ]
     assert len(outcomes) == 3
+
+
+def test_a_large_or_gzip_body_is_checked_off_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Which thread decodes each body, not how long it takes: 200 log records of OTLP JSON
+    (some 100 KiB, ~25 ms to decode), plain or gzip (which aiohttp unpacks a chunk at a time
+    as it reads), are decoded in a thread; a small protobuf body on the event loop (a thread
+    would cost it more than it saves); a body still gzip once read is unpacked in a thread."""
+    threads: list[int] = []
+    real = otlp.decode
+
+    def decode(value: bytes, encoding: otlp.Encoding | None = None) -> ExportLogsServiceRequest:
+        threads.append(threading.get_ident())
+        return real(value, encoding)
+
+    monkeypatch.setattr(otlp, "decode", decode)
+    big = request([claude_code(tool_use_id=f"toolu_{i}") for i in range(200)], CLAUDE_RESOURCE)
+    large_json = otlp.encode_json(big)
+    assert len(large_json) > 4 * 1024
+
+    async def run() -> int:
+        sent: Sent = []
+
+        async def send(record: bytes) -> None:
+            sent.append(record)
+
+        async with serving(send) as (url, _), aiohttp.ClientSession() as http:
+            for body, kind, coding in [
+                (BODY, PROTOBUF, None),
+                (large_json, JSON, None),
+                (gzip.compress(large_json), JSON, "gzip"),
+            ]:
+                headers = {"Content-Type": kind, **({"Content-Encoding": coding} if coding else {})}
+                async with http.post(f"{url}/v1/logs", data=body, headers=headers) as r:
+                    assert r.status == 200
+        assert sent == [BODY, big.SerializeToString(), big.SerializeToString()]
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(run())
+    small, large, gzipped = threads
+    assert small == loop_thread
+    assert large != loop_thread and gzipped != loop_thread
+    assert in_thread(gzip.compress(BODY), PROTOBUF, "gzip")
+    assert not in_thread(gzip.compress(BODY), "text/plain", "gzip")
