@@ -1,5 +1,5 @@
 import sys
 
-from stream_app.cli.main import main
+from stream_app.cli import run
 
-sys.exit(main())
+sys.exit(run())

@@ -225,3 +225,25 @@ def test_counted_says_one_and_many_apart() -> None:
     assert counted(1, "entry", "entries") == "1 entry" and counted(3, "entry", "entries") == (
         "3 entries"
     )
+
+
+def test_an_interrupt_anywhere_in_the_command_is_one_line_and_exit_130(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C during the imports (the command's first second) or in a subcommand that has
+    no word of its own for it: no traceback. The console script and ``python -m
+    stream_app`` both enter through ``cli.run``."""
+    import tomllib
+
+    import stream_app.cli.main
+    from stream_app.cli import run
+
+    def interrupted(argv: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(stream_app.cli.main, "main", interrupted)
+    assert run(["replay", "x"]) == 130
+    assert capsys.readouterr().err == "stream-app: interrupted\n"
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["stream-app"] == "stream_app.cli:run"
+    assert "from stream_app.cli import run" in (ROOT / "stream_app" / "__main__.py").read_text()
