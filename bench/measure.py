@@ -150,11 +150,14 @@ async def worker_rate(
     checkout: Path | None = None,
     rate: float | None = None,
     alongside: Callable[[list[int]], Awaitable[object]] | None = None,
+    alongside_topics: Callable[[list[int], dict[str, str]], Awaitable[object]] | None = None,
 ) -> dict[str, float]:
     """(b) ``count`` workers to the last expected turn read and **sustained** (until their
     group has committed every input partition to its end, after the state of every record
     is on the changelogs), with what ``HEADER`` names; (d) at ``rate``, the latency from
-    each completing message produced to its turn read, p50 and p99."""
+    each completing message produced to its turn read, p50 and p99. ``alongside`` (given the
+    workers' web ports) and ``alongside_topics`` (and their topics) load the workers
+    meanwhile, until the last turn is read (``bench.telemetry``)."""
     sent: dict[bytes, float] = {}
     arrived: dict[bytes, float] = {}
     seen: dict[str, int] = {}
@@ -175,7 +178,9 @@ async def worker_rate(
         busy, began = cluster.machine_busy_seconds(), time.monotonic()
         reading = asyncio.create_task(on.read_until(topics["turns"], read, missing))
         # More load on the workers' web ports while they work (``bench.telemetry``).
-        load = asyncio.ensure_future(alongside(ports)) if alongside is not None else None
+        loads = [alongside(ports)] if alongside is not None else []
+        loads += [alongside_topics(ports, topics)] if alongside_topics is not None else []
+        load = asyncio.ensure_future(asyncio.gather(*loads)) if loads else None
         first = await produce(on, records, topics, rate, sent, ends)
         last = await reading
         if load is not None:
@@ -198,6 +203,7 @@ async def worker_rate(
         "records_per_s": n / (committed - first),
         "to_last_turn_records_per_s": n / (last - first),
         "worker_cpu_us_per_record": cpu / n * 1e6,
+        "worker_cpu_seconds": cpu,
         "machine_busy_cores": busy / wall,  # whoever used them: broker and bench included
         "changelog_records_per_record": changelog["records"] / n,
         "changelog_bytes_per_record": changelog["bytes"] / n,
