@@ -16,7 +16,7 @@ import contextlib
 import gc
 import io
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any
 
@@ -30,7 +30,7 @@ from stream_app.config import Settings
 from stream_app.core import input_structs
 from stream_app.core.policy import Policy
 from stream_app.core.records import SourceRecord, TopicKind, turn_key
-from stream_app.core.session import SessionState
+from stream_app.core.session import EmittedTurn, SessionState
 from stream_app.models.decision import DecisionPayload
 from stream_app.models.message import LLMMessagePublishedEvent
 from stream_app.runtime import allocator
@@ -108,10 +108,15 @@ class _Journaled(MemorySessions):
         super().__init__()
         self.written: dict[str, Written] = {}
 
-    def put(self, state: SessionState) -> None:
+    def put(self, state: SessionState, closed: Iterable[EmittedTurn] = ()) -> None:
+        self._closed.hold(state.session_id, closed)
         if state.journal is None:
-            state.journal = self.written[state.session_id] = Written.whole(state)
+            held = self._closed.of(state.session_id).values()
+            state.journal = self.written[state.session_id] = Written.whole(state, 0, held)
         self._sessions[state.session_id] = state
+
+    def sent(self, session_id: str, key: str) -> EmittedTurn | None:
+        return self._closed.take(session_id, key, self.written.get(session_id))
 
 
 def _core(records: list[SourceRecord], serialize: bool) -> None:
@@ -141,11 +146,12 @@ def _serialize(pipeline: Pipeline, changed: set[str]) -> None:
             continue
         assert isinstance(pipeline.store, _Journaled)
         written = pipeline.store.written[session_id]
-        change = entries.changes(state, written, (), partial(turn_key, session_id))
+        closed = pipeline.store.closed_of(session_id)
+        change = entries.changes(state, written, (), partial(turn_key, session_id), closed)
         for value in [*change["before"].values(), *change["bodies"].values()]:
             if callable(value):
                 value()
-        entries.head(state, written, change["dropped"])
+        entries.head(state, written, change["dropped"], closed=closed.values())
     changed.clear()
 
 

@@ -337,15 +337,16 @@ def create_app(settings: Settings) -> faust.App:
     @app.table_route(table=heads, match_info="session_id")
     async def session_state(web: View, request: Request, session_id: str) -> Response:
         """One session's state, answered by the worker that owns it."""
-        state, generation = store.peek(session_id)
+        state, generation, closed = store.peek(session_id)
         if state is None:
             return web.json({"error": f"no state for session {session_id!r}"}, status=404)
-        # The generation last written (state/written.py), and which turns are final
+        # The state with its closed turns still to be written (state/closed.py), the
+        # generation last written (state/written.py), and which turns are final
         # (core/finality.view), beside the state.
         view = {
-            **orjson.loads(state.to_json()),
+            **orjson.loads(state.to_json(closed.values())),
             "generation": generation,
-            "finality": finality.view(state, policy),
+            "finality": finality.view(state, closed.values(), policy),
         }
         return web.bytes(orjson.dumps(view), content_type="application/json")
 

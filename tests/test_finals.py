@@ -165,7 +165,7 @@ def finals_left(tables: Tables) -> int:
     """Closed turns still in the tables (each would be written final again): the sessions
     as a worker reads them back."""
     store = ModelWorker(tables, Policy(org_id=ORG), [T0]).store
-    return sum(len(s.closed) for sid in store.session_ids() if (s := store.read(sid)[0]))
+    return sum(len(store.read(sid)[3]) for sid in store.session_ids())
 
 
 def race(policy: Policy, before: list[str], again: list[str], stop_at: int) -> Tables:

@@ -17,6 +17,7 @@ same whatever its session holds, but for what it emits.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from operator import attrgetter
 
 from stream_app.core import finality
@@ -63,6 +64,7 @@ def apply(
     firsts: Firsts,
     out: Outputs | None = None,
     already_final: bool = False,
+    closed: Collection[str] = (),
 ) -> tuple[SessionState, Outputs, CollapseWrites]:
     """``firsts``: the collapse's first copies of the item's ``collapse_keys`` (a message
     has none), read before the step; the writes it makes to the collapse are returned, for
@@ -70,15 +72,20 @@ def apply(
     decoding it counted), so that one record has one ``Outputs`` from intake to the
     producer; new when None. ``already_final``: a finishing message's turn key went final
     before (the store's final keys, read before the step): a second, different final
-    record under it must never be made, so the message is a duplicate."""
+    record under it must never be made, so the message is a duplicate. ``closed``: the
+    session's turns closed before and whose final records are still to be written (the
+    shell keeps them, ``state/closed.py``), by inference_call_id: a finishing message of one
+    is a duplicate, and an expiry keeps the session for them."""
     out = Outputs() if out is None else out
     writes = CollapseWrites()
     if state is not None and expiring(state, policy, now):
-        state, expired = expire(state, policy, now)
+        state, expired = expire(state, policy, now, bool(closed))
         if state is None or expired.counts[Count.SESSIONS_EXPIRED]:
             writes.forget = True
             firsts = {}  # forgotten with the session
-        if expired.counts:
+        if expired.closed:
+            closed = {*closed, *(turn.call_id for _, turn in expired.closed)}
+        if expired.counts or expired.closed:
             out.extend(expired)
     if state is None:
         state = SessionState(item.session_id, now)
@@ -99,7 +106,7 @@ def apply(
             out.outcome = "duplicate"
             out.counts[Count.DUPLICATE_FINAL] += 1
             return state, out, writes
-        _add_message(state, item, policy, now, out)
+        _add_message(state, item, policy, now, out, closed)
     else:
         _add_decision(state, item, firsts, writes, policy, now, out)
     return state, out, writes
@@ -127,13 +134,18 @@ def _session_limit(
 
 
 def _add_message(
-    state: SessionState, item: SessionMessage, policy: Policy, now: float, out: Outputs
+    state: SessionState,
+    item: SessionMessage,
+    policy: Policy,
+    now: float,
+    out: Outputs,
+    closed: Collection[str],
 ) -> None:
     call_id = item.inference_call_id
     seen = state.seen_messages
     if (item.identity is not None and item.identity in seen) or (
         call_id is not None
-        and ("call:" + call_id in seen or call_id in state.turns or call_id in state.closed)
+        and ("call:" + call_id in seen or call_id in state.turns or call_id in closed)
     ):
         out.outcome = "duplicate"
         out.counts[Count.DUPLICATE_MESSAGE] += 1
@@ -265,7 +277,7 @@ def _close_oldest_for(state: SessionState, turn: EmittedTurn, policy: Policy, ou
         len(state.turns) >= policy.max_open_turns
         or state.open_turn_bytes + turn.size > policy.max_open_turn_bytes
     ):
-        finality.close(state, next(iter(state.turns)), finality.EVICTED, policy)
+        finality.close(state, next(iter(state.turns)), finality.EVICTED, policy, out)
         closed += 1
     if closed:
         out.counts[Count.TURNS_CLOSED_EARLY] += closed

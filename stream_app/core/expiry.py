@@ -2,7 +2,7 @@
 
 A decision still waiting when its session goes is dead-lettered, so nothing vanishes. A turn
 past its window, or of a session that expires, is closed (``core/finality.py``): it leaves
-the open turns at once and the state once its final record is written.
+the state at once, emitted for the shell to keep until its final record is written.
 """
 
 from __future__ import annotations
@@ -27,10 +27,14 @@ def expiring(state: SessionState, policy: Policy, now: float) -> bool:
     return False
 
 
-def expire(state: SessionState, policy: Policy, now: float) -> tuple[SessionState | None, Outputs]:
+def expire(
+    state: SessionState, policy: Policy, now: float, unsent: bool = False
+) -> tuple[SessionState | None, Outputs]:
     """Closes the turns past their window; expires the session if it is idle past its time
-    (None: the session is gone; an expired session that still holds turns to be written is
-    emptied but for them, counted ``sessions_expired``, and returned)."""
+    (None: the session is gone). ``unsent``: turns of the session closed before are still to
+    be written (the shell's, ``state/closed.py``); an expired session with turns to be
+    written, those or any it closes now, starts again, empty (``SessionState.start_again``),
+    counted ``sessions_expired``, and is returned: its closed turns' entries are its own."""
     out = Outputs()
     horizon = now - policy.late_decision_window_seconds
     stale = []
@@ -39,7 +43,7 @@ def expire(state: SessionState, policy: Policy, now: float) -> tuple[SessionStat
             break
         stale.append(key)
     for key in stale:
-        finality.close(state, key, finality.WINDOW, policy)
+        finality.close(state, key, finality.WINDOW, policy, out)
     if stale:
         out.counts[Count.TURNS_CLOSED] += len(stale)
     idle = now - state.last_seen
@@ -56,8 +60,8 @@ def expire(state: SessionState, policy: Policy, now: float) -> tuple[SessionStat
             out.counts[Count.dead_letter(Reason.ORPHANED_DECISION)] += 1
         out.counts[Count.PENDING_MESSAGES_EXPIRED] += len(state.pending_messages)
         out.counts[Count.SESSIONS_EXPIRED] += 1
-        finality.close_all(state, finality.EXPIRED, policy)
-        if not state.closed:
+        finality.close_all(state, finality.EXPIRED, policy, out)
+        if not out.closed and not unsent:
             return None, out
-        state.empty_but_closed(now)
+        state.start_again(now)
     return state, out

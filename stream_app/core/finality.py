@@ -6,23 +6,25 @@ A turn leaves the open turns of its session in three ways, each a ``final_reason
 - ``evicted``: a session limit closed it early to make room for a new turn;
 - ``expired``: its session was idle past ``session_ttl_seconds``.
 
-Closing a turn (``close``) takes it out of the open turns: no decision reaches it any more
-(a late decision waits, and is dead-lettered as ``orphaned_decision`` when its session
-expires, as for any turn no longer in state) and it never changes again. The closed turn
-stays in the state, as it was, until its final record is written; then it is dropped
-(``drain``, or ``SessionState.drop_closed``). Its final record is its latest revision
-rendered again (``final_of``): the same bytes, since a turn's revision is rendered from
-its state alone.
+Closing a turn (``close``) takes it out of the open turns and out of the state: no decision
+reaches it any more (a late decision waits, and is dead-lettered as ``orphaned_decision``
+when its session expires, as for any turn no longer in state) and it never changes again.
+The step that closed it emits it, with its reason and ``final_after`` (``Outputs.closed``).
+Its final record is its latest revision rendered again (``final_of``): the same bytes, since
+a turn's revision is rendered from the turn alone.
 
-Why the turn waits in the state: the worker writes a final record only once the
-checkpoint holding the closing is on the changelog (``worker/final_records.py``). A crash
-before then leaves no final record, and the records read again decide the closing afresh,
-in whatever order they come; a crash after it finds the closed turn in the state and
-writes the same record again. So a turn's final record is written once, and the only
-repeat is the identical record. Replay, with nothing to crash, writes finals at once.
+Who keeps a closed turn until its final record is written: the worker's store
+(``state/closed.py``), with its entries on the changelog, since the worker writes a final
+record only once the checkpoint holding the closing is on the changelog
+(``worker/final_records.py``). A crash before then leaves no final record, and the records
+read again decide the closing afresh, in whatever order they come; a crash after it finds
+the closed turn in the store and writes the same record again. So a turn's final record is
+written once, and the only repeat is the identical record. Replay, with nothing to crash,
+writes finals at once (``worker/pipeline.py``).
 
-A session's next instant (``next_at``): the earliest of its turns' windows and its own
-expiry, by which a store files it for the tick (``state/due.py``).
+A session's next instant (``next_at``): the earliest of its turns' windows (its closed ones
+too, which the store names) and its own expiry, by which a store files it for the tick
+(``state/due.py``).
 """
 
 from __future__ import annotations
@@ -32,35 +34,41 @@ from dataclasses import dataclass
 from typing import cast
 
 from stream_app.core.policy import Policy
-from stream_app.core.records import FinalReason, FinalTurn
-from stream_app.core.session import EmittedTurn, SessionState
+from stream_app.core.records import FinalReason, FinalTurn, Outputs
+from stream_app.core.session import Closed, EmittedTurn, SessionState
 
 WINDOW: FinalReason = "window"
 EXPIRED: FinalReason = "expired"
 EVICTED: FinalReason = "evicted"
 
 
-def close(state: SessionState, key: str, reason: FinalReason, policy: Policy) -> EmittedTurn:
-    """Closes the open turn ``key``, keeping the ``final_after`` its revisions carried."""
+def close(
+    state: SessionState, key: str, reason: FinalReason, policy: Policy, out: Outputs
+) -> EmittedTurn:
+    """Closes the open turn ``key``, keeping the ``final_after`` its revisions carried: it
+    leaves the state, emitted in ``out.closed``."""
     turn = state.turns[key]
-    return state.close_turn(key, (reason, turn.final_after(policy)))
+    state.close_turn(key, (reason, turn.final_after(policy)))
+    out.closed.append((state.session_id, turn))
+    return turn
 
 
-def close_all(state: SessionState, reason: FinalReason, policy: Policy) -> int:
+def close_all(state: SessionState, reason: FinalReason, policy: Policy, out: Outputs) -> int:
     """Closes every open turn, oldest first; how many."""
     keys = list(state.turns)
     for key in keys:
-        close(state, key, reason, policy)
+        close(state, key, reason, policy, out)
     return len(keys)
 
 
-def final_of(state: SessionState, turn: EmittedTurn) -> FinalTurn:
-    """The final record of a closed turn: its latest revision's value, rendered again."""
+def final_of(session_id: str, turn: EmittedTurn) -> FinalTurn:
+    """The final record of a closed turn of the session: its latest revision's value,
+    rendered again."""
     assert turn.closed is not None, "only a closed turn is final"
     reason, final_after = turn.closed
     _, value = turn.rendered()
     return FinalTurn(
-        state.session_id,
+        session_id,
         turn.call_id,
         turn.revision,
         final_after,
@@ -69,27 +77,19 @@ def final_of(state: SessionState, turn: EmittedTurn) -> FinalTurn:
     )
 
 
-def drain(state: SessionState) -> list[FinalTurn]:
-    """The final records of every closed turn, in the order they closed, which are dropped:
-    for a caller that writes them at once (replay)."""
-    finals = [final_of(state, turn) for turn in state.closed.values()]
-    for final in finals:
-        state.drop_closed(final.inference_call_id)
-    return finals
+def started_again(state: SessionState) -> bool:
+    """Whether the state is an expired session that went on (``SessionState.start_again``,
+    its closed turns still to be written) and has applied nothing since: none of its own is
+    left. Any record applied since has set an ``applied`` offset again."""
+    return not state.applied and not state.turns
 
 
-def spent(state: SessionState) -> bool:
-    """Whether the state is an expired session with nothing left to write: to delete. An
-    expired session is emptied but for its closed turns (``core/expiry.py``), and its
-    ``applied`` offsets with it; any record applied since has set one again."""
-    return not state.applied and not state.closed and not state.turns
-
-
-def next_at(state: SessionState, policy: Policy) -> float:
+def next_at(state: SessionState, closed: Iterable[Closed], policy: Policy) -> float:
     """The session's next instant: when a tick next has work for it. The earliest of its
-    turns' (``turns_at``) and its own expiry (the end of its idle time): every session has
-    one, so one index, read up to now, is the only timer a worker needs."""
-    return next_at_of(state.last_seen, _closings(state), _oldest_emitted(state), policy)
+    turns' (``turns_at``: its open ones, and ``closed``, the (reason, final_after) of its
+    closed turns still to be written) and its own expiry (the end of its idle time): every
+    session has one, so one index, read up to now, is the only timer a worker needs."""
+    return next_at_of(state.last_seen, closed, _oldest_emitted(state), policy)
 
 
 def expires_at(state: SessionState, policy: Policy) -> float:
@@ -134,10 +134,6 @@ def turns_at(
     return at
 
 
-def _closings(state: SessionState) -> list[tuple[str, float]]:
-    return [turn.closed for turn in state.closed.values() if turn.closed is not None]
-
-
 def _oldest_emitted(state: SessionState) -> float | None:
     oldest = next(iter(state.turns.values()), None)
     return None if oldest is None else oldest.emitted_at
@@ -150,8 +146,8 @@ class Timing:
 
     policy: Policy
 
-    def next_at(self, state: SessionState) -> float:
-        return next_at(state, self.policy)
+    def next_at(self, state: SessionState, closed: Iterable[Closed]) -> float:
+        return next_at(state, closed, self.policy)
 
     def expires_at(self, state: SessionState) -> float:
         return expires_at(state, self.policy)
@@ -165,10 +161,13 @@ class Timing:
         return next_at_of(last_seen, closed, oldest_emitted, self.policy)
 
 
-def view(state: SessionState, policy: Policy) -> list[dict[str, object]]:
+def view(
+    state: SessionState, closed: Iterable[EmittedTurn], policy: Policy
+) -> list[dict[str, object]]:
     """Which of the session's turns are final, for ``/sessions/{id}``: each open turn (not
-    final; ``final_after`` says when it will be), then each closed one (final, its record
-    being written). A turn no longer in the state had its final record written."""
+    final; ``final_after`` says when it will be), then each ``closed`` one still to be
+    written (final, its record being written). A turn in neither had its final record
+    written."""
     rows: list[dict[str, object]] = [
         {
             "inference_call_id": turn.call_id,
@@ -178,7 +177,7 @@ def view(state: SessionState, policy: Policy) -> list[dict[str, object]]:
         }
         for turn in state.turns.values()
     ]
-    for turn in state.closed.values():
+    for turn in closed:
         assert turn.closed is not None
         reason, final_after = turn.closed
         rows.append(

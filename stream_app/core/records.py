@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Literal, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol
 
 import orjson
 
@@ -20,6 +20,9 @@ from stream_app.models.dead_letter import DeadLetterDict, Encoding
 from stream_app.models.decision import DecisionDict
 from stream_app.models.timestamps import format_utc
 from stream_app.models.turn import InferenceMessageDict, TurnDict
+
+if TYPE_CHECKING:
+    from stream_app.core.session import EmittedTurn
 
 _new_tuple = tuple.__new__
 
@@ -259,6 +262,10 @@ class Outputs:
     # Turns gone final, where the caller writes them as they come (replay); the worker
     # writes them after the checkpoint that holds their closing (``worker/final_records.py``).
     finals: list[FinalTurn] = field(default_factory=list)
+    # Turns this step closed (``core/finality.py``), each with its session id: they have
+    # left their session's state, and the shell keeps them until their final records are
+    # written (``state/closed.py``), or writes those at once (replay).
+    closed: list[tuple[str, EmittedTurn]] = field(default_factory=list)
     counts: Counter[Count] = field(default_factory=Counts)
     outcome: Outcome | None = None  # of the record this step consumed, if it consumed one
     # Records applied before that this step found to be copies (a Codex resend met by the
@@ -269,6 +276,7 @@ class Outputs:
         self.turns.extend(other.turns)
         self.dead_letters.extend(other.dead_letters)
         self.finals.extend(other.finals)
+        self.closed.extend(other.closed)
         self.counts.update(other.counts)
         self.replaced.extend(other.replaced)
 

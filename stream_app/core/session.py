@@ -15,10 +15,14 @@ session (``state/entries.py``).
 
 The core knows no storage: what a store wrote of a session (generations, the entries written,
 its due-index key) is the store's own record, kept beside the state (``state/written.py``),
-which the store hands the state as its journal. A journal, not a diff: a store that compared
-the entries it wrote with the state's would walk the whole session at every checkpoint, so
-what a record costs would grow with its session; told of each change as it is made, the
-store's work follows the record's changes alone.
+which the store hands the state as its journal; so are the turns closed and waiting for their
+final records (``state/closed.py``): a turn that closes leaves the state, as an output of the
+step that closed it (``Outputs.closed``), its entries handed over, not dropped.
+
+A journal, not a diff: a store that compared the entries it wrote with the state's would
+walk the whole session at every checkpoint, so what a record costs would grow with its
+session; told of each change as it is made, the store's work follows the record's changes
+alone.
 """
 
 from __future__ import annotations
@@ -249,9 +253,6 @@ class SessionState:
     # when there are none (or for a state written before this was kept, until its next turn).
     pending_since: float | None = None
     turns: dict[str, EmittedTurn] = field(default_factory=dict)  # by inference_call_id
-    # Turns closed to revisions, by inference_call_id, in the order they closed: each is
-    # kept, as it was, until its final record is written (``core/finality.py``).
-    closed: dict[str, EmittedTurn] = field(default_factory=dict)
     waiting_decisions: dict[int, StoredDecision] = field(default_factory=dict)  # by entry
     # Identities of messages emitted in a turn (and "call:<id>" of each turn), a group per
     # turn by position, oldest first; past ``max_remembered_identities`` the oldest are
@@ -352,9 +353,7 @@ class SessionState:
             *self.pending_messages.values(),
             *self.waiting_decisions.values(),
             *(d for t in self.turns.values() for d in t.decisions),
-            *(d for t in self.closed.values() for d in t.decisions),
             *self.turns.values(),
-            *self.closed.values(),
             *self.remembered.values(),
         ]
         return sorted(held, key=_ENTRY)
@@ -535,21 +534,22 @@ class SessionState:
 
     def close_turn(self, key: str, closed: Closed) -> EmittedTurn:
         """Closes an open turn (``core/finality.py``): no decision reaches it and it never
-        changes again; it is kept, its entry as it was (the head names it closed,
-        ``state/entries.py``), with its decisions until its final record is written
-        (``drop_closed``)."""
+        changes again. It leaves the state, which no longer holds it or its decisions, but
+        its entries are not dropped: the journal is told nothing, as the turn, as it was, is
+        handed to whoever keeps it until its final record is written (``state/closed.py``;
+        the head names it closed, ``state/entries.py``)."""
         turn = self._take_open(key)
         for d in turn.decisions:  # held no more: nothing can take one out of the turn now
             self._unhold(d)
         turn.closed = closed
-        self.closed[key] = turn
         return turn
 
-    def empty_but_closed(self, now: float) -> None:
-        """The session's expiry, when it holds closed turns still to be written
-        (``core/expiry.py``): everything else goes, an entry at a time, and the session goes
-        on as a new one would (no offsets applied, nothing remembered, idle from ``now``);
-        its store deletes it once its closed turns are written (``core/finality.spent``)."""
+    def start_again(self, now: float) -> None:
+        """The session's expiry, when its closed turns' final records are still to be
+        written (``core/expiry.py``): everything goes, an entry at a time, and the session
+        goes on as a new one would (no offsets applied, nothing remembered, idle from
+        ``now``), its entries numbered on; its store deletes it once those turns are written
+        and nothing has been applied since (``core/finality.started_again``)."""
         assert not self.turns, "close the open turns first"
         self.take_pending()
         for d in self.waiting_decisions.values():
@@ -563,14 +563,6 @@ class SessionState:
         self.applied = {}
         self.applied_at = {}
         self.last_seen = now
-
-    def drop_closed(self, key: str) -> EmittedTurn:
-        """Drops a closed turn and its decisions: its final record is written."""
-        turn = self.closed.pop(key)
-        self._dropped(turn.entry, turn)
-        for d in turn.decisions:
-            self._dropped(d.entry, d)
-        return turn
 
     def drop_turn(self, key: str) -> EmittedTurn:
         turn = self._take_open(key)
@@ -592,9 +584,10 @@ class SessionState:
 
     # -- serialization ---------------------------------------------------------------
 
-    def to_json(self) -> bytes:
-        """The whole state as JSON: for ``/sessions/{id}`` and the tests; a store writes
-        entries (``state/entries.py``)."""
+    def to_json(self, closed: Iterable[EmittedTurn] = ()) -> bytes:
+        """The whole state as JSON, with the session's ``closed`` turns that wait for their
+        final records (kept beside it, ``state/closed.py``): for ``/sessions/{id}`` and the
+        tests; a store writes entries (``state/entries.py``)."""
         return jsonbytes.dumps(
             {
                 "session_id": self.session_id,
@@ -610,7 +603,7 @@ class SessionState:
                 ],
                 "closed": [
                     [t.body, t.meta(), [[d.entry, d.json()] for d in t.decisions], t.entry]
-                    for t in self.closed.values()
+                    for t in closed
                 ],
                 "waiting": [[d.entry, d.json()] for d in self.waiting_decisions.values()],
                 "remembered": [
@@ -624,12 +617,9 @@ class SessionState:
 
     @classmethod
     def from_json(cls, data: bytes) -> SessionState:
+        """The state ``to_json`` wrote (its closed turns: ``closed_of_json``)."""
         doc = orjson.loads(data)
-        turns: dict[str, EmittedTurn] = {}
-        closed: dict[str, EmittedTurn] = {}
-        for body, meta, decisions, entry in [*doc["turns"], *doc.get("closed", ())]:
-            turn = load_turn(body, meta, entry, [StoredDecision.load(d, n) for n, d in decisions])
-            (turns if turn.closed is None else closed)[turn.call_id] = turn
+        turns = _turns_of(doc["turns"])
         return cls(
             session_id=doc["session_id"],
             last_seen=doc["last_seen"],
@@ -639,7 +629,6 @@ class SessionState:
             },
             pending_since=doc.get("pending_since"),
             turns=turns,
-            closed=closed,
             waiting_decisions={n: StoredDecision.load(d, n) for n, d in doc["waiting"]},
             remembered={
                 position: RememberedIdentities(identities, entry, position)
@@ -649,6 +638,23 @@ class SessionState:
             applied_at=doc["applied_at"],
             next_entry=doc["next_entry"],
         )
+
+
+def closed_of_json(data: bytes) -> dict[str, EmittedTurn]:
+    """The closed turns ``SessionState.to_json`` wrote beside the state, in closing order."""
+    return _turns_of(orjson.loads(data).get("closed", ()))
+
+
+# A turn as ``to_json`` writes it: its body, meta, decisions (entry, fields) and entry.
+TurnJson = tuple[TurnBodyDict, TurnMeta, list[tuple[int, StoredDecisionFields]], int]
+
+
+def _turns_of(docs: Iterable[TurnJson]) -> dict[str, EmittedTurn]:
+    turns: dict[str, EmittedTurn] = {}
+    for body, meta, decisions, entry in docs:
+        turn = load_turn(body, meta, entry, [StoredDecision.load(d, n) for n, d in decisions])
+        turns[turn.call_id] = turn
+    return turns
 
 
 def load_turn(

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Protocol
 
 from stream_app.core.collapse import Collapse
 from stream_app.core.policy import Policy
-from stream_app.core.session import SessionState
+from stream_app.core.session import Closed, EmittedTurn, SessionState
+from stream_app.state.closed import closings
 
 # How many sessions reached beyond its limit a read of the index counts (``reached_left``).
 REACHED_COUNTED = 1_000
@@ -18,7 +19,9 @@ class Instants(Protocol):
     """The core's rule for a session's next instant (``core/finality.Timing``), given to the
     store: state/ files sessions by it and keeps no timing rule of its own."""
 
-    def next_at(self, state: SessionState) -> float: ...
+    def next_at(self, state: SessionState, closed: Iterable[Closed]) -> float:
+        """``closed``: the (reason, final_after) of the session's closed turns still to be
+        written (``state/closed.closings``)."""
 
     def expires_at(self, state: SessionState) -> float: ...
 
@@ -53,7 +56,18 @@ class SessionStore(ABC):
     def get(self, session_id: str) -> SessionState | None: ...
 
     @abstractmethod
-    def put(self, state: SessionState) -> None: ...
+    def put(self, state: SessionState, closed: Iterable[EmittedTurn] = ()) -> None:
+        """Keeps the session, and ``closed``, turns of it a step closed (``Outputs.closed``),
+        until their final records are written (``sent``)."""
+
+    @abstractmethod
+    def closed_of(self, session_id: str) -> Mapping[str, EmittedTurn]:
+        """The session's closed turns still to be written, in the order they closed."""
+
+    @abstractmethod
+    def sent(self, session_id: str, key: str) -> EmittedTurn | None:
+        """The closed turn ``key`` of a session read before has its final record written: it
+        is dropped, and its entries (None: it was not held)."""
 
     @abstractmethod
     def delete(self, session_id: str) -> None: ...
@@ -75,7 +89,8 @@ class SessionStore(ABC):
         reached = []
         for session_id in self.session_ids():
             state = self.get(session_id)
-            if state is not None and timing.next_at(state) < now:
+            closed = closings(self.closed_of(session_id))
+            if state is not None and timing.next_at(state, closed) < now:
                 reached.append((session_id, b""))
         left = 0 if limit is None else min(REACHED_COUNTED, max(0, len(reached) - limit))
         self.reached_left = left

@@ -29,17 +29,18 @@ from __future__ import annotations
 
 import heapq
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from faust.types import TP, EventT
 
 from stream_app.core.policy import Policy
-from stream_app.core.session import SessionState
+from stream_app.core.session import EmittedTurn, SessionState
 from stream_app.runtime.slices import Slices
 from stream_app.state import entries
 from stream_app.state.base import REACHED_COUNTED, Instants
+from stream_app.state.closed import closings
 from stream_app.state.entries import Head, StateFormatNewer, read_head
 from stream_app.state.parts import Part
 from stream_app.state.sessions import StateTable
@@ -123,19 +124,26 @@ class DueIndex(Part):
         left = 0 if limit is None else max(0, len(keys) - limit)
         return [(session_of_due(key).decode(), key) for key in keys[:limit]], left
 
-    def read(self, key: bytes, state: SessionState | None, written: Written | None) -> bool:
-        """A tick read the session of ``key`` and left it as ``state``, whose head names what
-        ``written`` says. A key whose session is gone, or that names another instant than its
-        head, is deleted; whether the session is to be written at its instant by the next
-        checkpoint (the key the tick read was early, or filed again at assignment)."""
+    def read(
+        self,
+        key: bytes,
+        state: SessionState | None,
+        written: Written | None,
+        closed: Mapping[str, EmittedTurn] | None,
+    ) -> bool:
+        """A tick read the session of ``key`` and left it as ``state``, with its ``closed``
+        turns still to be written, whose head names what ``written`` says. A key whose
+        session is gone, or that names another instant than its head, is deleted; whether
+        the session is to be written at its instant by the next checkpoint (the key the tick
+        read was early, or filed again at assignment)."""
         if not key:
             return False
         at_written = None if written is None else written.due
         if at_written is None or state is None or due_key(at_written, state.session_id) != key:
             self._stale.add(key)
-        if state is None:
+        if state is None or closed is None:
             return False
-        at = self.timing.next_at(state)
+        at = self.timing.next_at(state, closings(closed))
         if due_key(at, state.session_id) != key or at != at_written:
             self._refile.add(state.session_id)
             return True
@@ -196,13 +204,18 @@ class DueIndex(Part):
         self._stale = set()
 
     def seal_session(
-        self, number: int, session_id: str, state: SessionState | None, written: Written | None
+        self,
+        number: int,
+        session_id: str,
+        state: SessionState | None,
+        written: Written | None,
+        closed: Mapping[str, EmittedTurn],
     ) -> None:
         if state is None or written is None:
             self._early_ok.discard(session_id)
             return
         writes = self._writes.setdefault(number, IndexWrites())
-        at, before = self.timing.next_at(state), written.due
+        at, before = self.timing.next_at(state, closings(closed)), written.due
         early = before is not None and at > before and session_id in self._early_ok
         if at != before and (not early or session_id in self._refile):
             writes.put.append(due_key(at, session_id))

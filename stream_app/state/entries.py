@@ -39,7 +39,7 @@ index or the final keys) takes the next number.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from functools import partial
 from typing import Any, NotRequired, TypedDict
 
@@ -107,8 +107,8 @@ class Head(TypedDict):
     # when written (``core/finality.next_at``; before issue 50, its turns' only, None for a
     # session with no turn); absent in heads written before there was an index.
     due: NotRequired[float | None]
-    # The closed turns (``core/finality.py``), by entry: [n, reason, final_after]. A turn's
-    # entry does not change when it closes; absent when none is.
+    # The closed turns still to be written (``state/closed.py``), by entry: [n, reason,
+    # final_after]. A turn's entry does not change when it closes; absent when none is.
     closed: NotRequired[list[tuple[int, str, float]]]
     # What waits, for the waiting report to see without decoding the session
     # (``core/waiting.py``, ``TableSessions.waits``):
@@ -138,11 +138,13 @@ def head(
     dropped: Iterable[tuple[str, int]] = (),
     window: float | None = None,
     ttl: float | None = None,
+    closed: Collection[EmittedTurn] = (),
 ) -> bytes:
     """The head of ``state`` as ``written`` says the store writes it (its epoch, generation
-    and due-index instant). ``window`` and ``ttl``: the late-decision window and idle time
-    the head's ``due`` was made with, when the store keeps a due index (``state/due.py``): a
-    worker started with others files the session again."""
+    and due-index instant), naming its ``closed`` turns still to be written. ``window`` and
+    ``ttl``: the late-decision window and idle time the head's ``due`` was made with, when
+    the store keeps a due index (``state/due.py``): a worker started with others files the
+    session again."""
     oldest = next(iter(state.turns.values()), None)
     value: Head = {
         "format": STATE_FORMAT,
@@ -159,8 +161,8 @@ def head(
         "dropped": list(dropped),
         "due": written.due,
     }
-    if state.closed:
-        value["closed"] = [(t.entry, *t.closed) for t in state.closed.values() if t.closed]
+    if closed:
+        value["closed"] = [(t.entry, *t.closed) for t in closed if t.closed]
     if (pending := state.messages_wait) is not None:
         value["pending"] = pending
     if (waiting := state.decisions_wait) is not None:
@@ -203,28 +205,26 @@ def encode(kind: EntryKind, entry: Entry, generation: int) -> bytes:
 
 
 def records(
-    state: SessionState, written: Written | None = None
+    state: SessionState, written: Written | None = None, closed: Collection[EmittedTurn] = ()
 ) -> tuple[bytes, list[tuple[bytes, bytes]], list[tuple[bytes, bytes]]]:
-    """The head, entries and turn bodies the tables would hold for the state, written
-    whole (at the epoch and generation ``written`` names; none: the first of both): what a
-    reader of the changelogs can see of a session."""
+    """The head, entries and turn bodies the tables would hold for the state and its
+    ``closed`` turns still to be written, written whole (at the epoch and generation
+    ``written`` names; none: the first of both): what a reader of the changelogs can see of
+    a session."""
     written = Written() if written is None else written
     sid, g, epoch = state.session_id, written.generation, written.epoch
     made: list[tuple[EntryKind, int, Entry]] = [
         *((MESSAGE, p.entry, p) for p in state.pending_messages.values()),
         *((DECISION, d.entry, d) for d in state.waiting_decisions.values()),
         *((DECISION, d.entry, d) for t in state.turns.values() for d in t.decisions),
-        *((DECISION, d.entry, d) for t in state.closed.values() for d in t.decisions),
+        *((DECISION, d.entry, d) for t in closed for d in t.decisions),
         *((TURN, t.entry, t) for t in state.turns.values()),
-        *((TURN, t.entry, t) for t in state.closed.values()),
+        *((TURN, t.entry, t) for t in closed),
         *((IDENTITY, g.entry, g) for g in state.remembered.values()),
     ]
     items = [(entry_key(sid, epoch, k, n), encode(k, e, g)) for k, n, e in made]
-    bodies = [
-        (turn_key(sid, t.call_id), t.body_json())
-        for t in (*state.turns.values(), *state.closed.values())
-    ]
-    return head(state, written), items, bodies
+    bodies = [(turn_key(sid, t.call_id), t.body_json()) for t in (*state.turns.values(), *closed)]
+    return head(state, written, closed=closed), items, bodies
 
 
 # A record's value, or how to make it: entries that never change are serialized when the
@@ -248,10 +248,12 @@ def changes(
     written: Written,
     garbage: Iterable[bytes],
     body_key: Callable[[str], bytes],
+    closed: Mapping[str, EmittedTurn],
 ) -> Changes:
     """What ``state`` writes at its next generation (E1): the changes ``written`` noted as
     its journal, which it takes, moving its generation on; ``garbage`` is deleted first (E2), so
-    a new entry that reuses a stopped checkpoint's key survives."""
+    a new entry that reuses a stopped checkpoint's key survives. ``closed``: the session's
+    closed turns still to be written, whose bodies stay."""
     made, dropped = written.take()
     first_new, written.next_entry = written.next_entry, state.next_entry
     written.generation += 1
@@ -275,7 +277,7 @@ def changes(
         out["dropped"].append((kind, n))
         out["after"].append(entry_key(sid, epoch, kind, n))
         if not isinstance(entry, EmittedTurn) or entry is (
-            state.turns.get(entry.call_id) or state.closed.get(entry.call_id)
+            state.turns.get(entry.call_id) or closed.get(entry.call_id)
         ):
             continue  # not a turn, or a turn revised or closed: its body stays
         if (key := body_key(entry.call_id)) not in bodies:  # not a new turn's, same id
@@ -287,9 +289,11 @@ def decode(
     data: bytes,
     items: Iterable[tuple[bytes, bytes]],
     body: Callable[[str], TurnBodyDict | None],
-) -> tuple[SessionState, Written, list[bytes]]:
+) -> tuple[SessionState, Written, list[bytes], dict[str, EmittedTurn]]:
     """The state a head names (E2), what was written of it (its epoch, generation, due
-    instant: the state's journal from now on), and the garbage keys found beside it.
+    instant: the state's journal from now on), the garbage keys found beside it, and its
+    closed turns still to be written, in the order they closed (the head's ``closed``
+    marks: ``state/closed.py`` keeps them).
 
     ``items`` are the session's entry records; ``body`` gives a turn's body by its
     ``inference_call_id``, or None when it cannot (the turn is left out: it can no longer be
@@ -338,14 +342,14 @@ def decode(
         pending_messages=pending,
         pending_since=doc["pending"][0] if pending and "pending" in doc else None,
         turns=turns,
-        closed=closed,
         waiting_decisions=decisions,
         remembered=remembered(of(IDENTITY)),
         applied=doc["applied"],
         applied_at=doc["applied_at"],
         next_entry=doc["next_entry"],
     )
-    return state, Written(epoch, generation, doc["next_entry"], doc.get("due")), garbage
+    written = Written(epoch, generation, doc["next_entry"], doc.get("due"))
+    return state, written, garbage, closed
 
 
 def remembered(found: list[tuple[int, Fields]]) -> dict[int, RememberedIdentities]:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 
 from stream_app.core.policy import Policy
 from stream_app.core.session import EmittedTurn, Entry, SessionState
 from stream_app.state.base import SessionStore
+from stream_app.state.closed import ClosedTurns
 
 
 class MemoryCollapse:
@@ -81,21 +82,33 @@ class MemorySessions(SessionStore):
         self.collapse = MemoryCollapse()
         self.final_keys = MemoryFinalKeys()
         self._journal = NewTurns()
+        # The closed turns still to be written: none in replay, which writes them at once.
+        self._closed = ClosedTurns()
 
     def get(self, session_id: str) -> SessionState | None:
         return self._sessions.get(session_id)
 
-    def put(self, state: SessionState) -> None:
+    def put(self, state: SessionState, closed: Iterable[EmittedTurn] = ()) -> None:
         journal = self._journal  # nothing to write: the dict is the store
+        session_id = state.session_id
+        self._closed.hold(session_id, closed)
         if state.journal is journal:
             journal.let_go(journal.turns)
         else:  # new here: every turn it holds is new
-            journal.let_go([*journal.turns, *state.turns.values(), *state.closed.values()])
+            held = self._closed.of(session_id).values()
+            journal.let_go([*journal.turns, *state.turns.values(), *held])
             state.journal = journal
-        self._sessions[state.session_id] = state
+        self._sessions[session_id] = state
+
+    def closed_of(self, session_id: str) -> Mapping[str, EmittedTurn]:
+        return self._closed.of(session_id)
+
+    def sent(self, session_id: str, key: str) -> EmittedTurn | None:
+        return self._closed.take(session_id, key, None)
 
     def delete(self, session_id: str) -> None:
         self._sessions.pop(session_id, None)
+        self._closed.let_go(session_id)
 
     def session_ids(self) -> Iterator[str]:
         return iter(list(self._sessions))

@@ -10,7 +10,9 @@ tested alone; the store calls them in the order it was given them, around its ow
 
 from __future__ import annotations
 
-from stream_app.core.session import SessionState
+from collections.abc import Mapping
+
+from stream_app.core.session import EmittedTurn, SessionState
 from stream_app.state.written import Written
 
 
@@ -22,10 +24,16 @@ class Part:
         """A checkpoint's seal begins."""
 
     def seal_session(
-        self, number: int, session_id: str, state: SessionState | None, written: Written | None
+        self,
+        number: int,
+        session_id: str,
+        state: SessionState | None,
+        written: Written | None,
+        closed: Mapping[str, EmittedTurn],
     ) -> None:
         """The session (None: deleted) is sealed into the checkpoint, before its head is
-        made: ``written`` is what its head will say (a part may set ``due``)."""
+        made: ``written`` is what its head will say (a part may set ``due``), ``closed`` its
+        closed turns still to be written (``state/closed.py``), which its head names."""
 
     async def write_before(self, number: int) -> None:
         """What the checkpoint's heads rely on, acknowledged before they are written."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Protocol
@@ -29,7 +29,7 @@ import orjson
 
 from stream_app.core import jsonbytes
 from stream_app.core.records import turn_key
-from stream_app.core.session import SessionState
+from stream_app.core.session import EmittedTurn, SessionState
 from stream_app.models.turn import TurnBodyDict
 from stream_app.observability import logs, metrics
 from stream_app.runtime.slices import Slices, let_go
@@ -187,7 +187,7 @@ class TableCollapse:
 class TableSessions(SessionStore):
     """The sessions in their tables, with the parts composed beside them (``state/parts.py``):
     the due index when given one (the worker's), the final keys' table when given one, and
-    the closed turns each checkpoint holds (``closed``)."""
+    the closed turns still to be written (``closed``, ``state/closed.py``)."""
 
     def __init__(
         self,
@@ -239,9 +239,10 @@ class TableSessions(SessionStore):
         if session_id in self._live:
             self._live.move_to_end(session_id)
             return self._live[session_id]
-        state, written, garbage, head = self._read(session_id)
+        state, written, garbage, head, closed = self._read(session_id)
         self._live[session_id] = state
         self._written[session_id] = written
+        self.closed.read(session_id, closed)
         if state is not None:
             state.journal = written
         if garbage:
@@ -251,20 +252,25 @@ class TableSessions(SessionStore):
             self._changed.add(session_id)  # an unreadable head: deleted at the next seal
         return state
 
-    def read(self, session_id: str) -> tuple[SessionState | None, Written, list[bytes]]:
+    def read(
+        self, session_id: str
+    ) -> tuple[SessionState | None, Written, list[bytes], dict[str, EmittedTurn]]:
         """The session as the tables hold it (what the last settled batch wrote), what was
-        written of it (its epoch, generation...), and the garbage beside it
-        (``state/entries.py``, E2 and E3)."""
-        return self._read(session_id)[:3]
+        written of it (its epoch, generation...), the garbage beside it (``state/entries.py``,
+        E2 and E3), and its closed turns still to be written."""
+        state, written, garbage, _, closed = self._read(session_id)
+        return state, written, garbage, closed
 
-    def _read(self, session_id: str) -> tuple[SessionState | None, Written, list[bytes], bool]:
-        """``read``, and whether a head was found (a head that does not decode is one)."""
+    def _read(
+        self, session_id: str
+    ) -> tuple[SessionState | None, Written, list[bytes], bool, dict[str, EmittedTurn]]:
+        """``read``, with whether a head was found (a head that does not decode is one)."""
         key = session_id.encode()
         data = self.table.get(key)
         partition = self.table.partition_for_key(key)
         items = self.entries.items_from(partition, entries.session_prefix(session_id))
         if data is None:
-            return None, Written(), [key for key, _ in items], False
+            return None, Written(), [key for key, _ in items], False, {}
 
         def body(call_id: str) -> TurnBodyDict | None:
             written = self.bodies.get(turn_key(session_id, call_id))
@@ -277,15 +283,19 @@ class TableSessions(SessionStore):
             return found
 
         try:
-            return (*entries.decode(data, items, body), True)
+            state, written, garbage, closed = entries.decode(data, items, body)
+            return state, written, garbage, True, closed
         except StateFormatNewer as exc:
             exc.key = key
             raise  # never read as unreadable: that would delete a newer release's state
         except Exception as exc:  # garbage on a changelog, or state of another version
             _unreadable(session_id, exc)
-            return None, Written(), [key for key, _ in items], True
+            return None, Written(), [key for key, _ in items], True, {}
 
-    def put(self, state: SessionState) -> None:
+    def closed_of(self, session_id: str) -> Mapping[str, EmittedTurn]:
+        return self.closed.of(session_id)
+
+    def put(self, state: SessionState, closed: Iterable[EmittedTurn] = ()) -> None:
         self._worked = True
         session_id = state.session_id
         if session_id not in self._live:  # put unread (a record's put follows its get)
@@ -295,15 +305,27 @@ class TableSessions(SessionStore):
             self._held += 1
         if (old := self._live.get(session_id)) is not None and old is not state:
             self._replaced(session_id)  # expired and started again (E3)
+        self.closed.hold(session_id, closed)
         written = self._written.get(session_id)
         if written is None or state.journal is not written:  # new here: written whole
             epoch = 0 if written is None else written.epoch
-            state.journal = self._written[session_id] = Written.whole(state, epoch)
+            whole = Written.whole(state, epoch, self.closed.of(session_id).values())
+            state.journal = self._written[session_id] = whole
         self._live[session_id] = state
         self._live.move_to_end(session_id)
         self._changed.add(session_id)
 
+    def sent(self, session_id: str, key: str) -> EmittedTurn | None:
+        self._worked = True
+        self._seal_before_change(session_id)
+        assert self._live.get(session_id) is not None, "a session read before"
+        turn = self.closed.take(session_id, key, self._written.get(session_id))
+        if turn is not None:
+            self._changed.add(session_id)
+        return turn
+
     def _replaced(self, session_id: str) -> None:
+        self.closed.let_go(session_id)  # its entries go with its epoch
         written = self._written.get(session_id)
         epoch = 0 if written is None else written.epoch
         self._retired.setdefault(session_id, set()).add(epoch)
@@ -315,6 +337,7 @@ class TableSessions(SessionStore):
         if self._holds(session_id):
             self._held -= 1
             self._replaced(session_id)  # a session that starts in this checkpoint is new
+        self.closed.let_go(session_id)
         self._live[session_id] = None
         self._changed.add(session_id)
 
@@ -341,8 +364,11 @@ class TableSessions(SessionStore):
         """The index's key read (``DueIndex.read``): a session it files again is changed."""
         if self.index is None:
             return
-        written = None if state is None else self._written.get(state.session_id)
-        if self.index.read(key, state, written) and state is not None:
+        written = closed = None
+        if state is not None:
+            written = self._written.get(state.session_id)
+            closed = self.closed.of(state.session_id)
+        if self.index.read(key, state, written, closed) and state is not None:
             self.put(state)
 
     async def index_held(self, partitions: Iterable[int], now: float) -> int:
@@ -410,14 +436,15 @@ class TableSessions(SessionStore):
         self._held = len(held)
         return self._held
 
-    def peek(self, session_id: str) -> tuple[SessionState | None, int]:
-        """The session as applied so far, written or not, and the generation last written of
-        it; nothing is kept in memory for it."""
+    def peek(self, session_id: str) -> tuple[SessionState | None, int, Mapping[str, EmittedTurn]]:
+        """The session as applied so far, written or not, the generation last written of
+        it, and its closed turns still to be written; nothing is kept in memory for it."""
         if session_id in self._live:
             written = self._written.get(session_id)
-            return self._live[session_id], 0 if written is None else written.generation
-        state, written, _ = self.read(session_id)
-        return state, written.generation
+            generation = 0 if written is None else written.generation
+            return self._live[session_id], generation, self.closed.of(session_id)
+        state, written, _, closed = self.read(session_id)
+        return state, written.generation, closed
 
     def seal(self) -> Snapshot:
         """What the sessions changed since the last seal write, serialized now (E1): for
@@ -456,8 +483,9 @@ class TableSessions(SessionStore):
     def _seal_one(self, snapshot: Snapshot, session_id: str) -> None:
         state = self._live[session_id]
         written = None if state is None else self._written[session_id]
+        closed = self.closed.of(session_id)
         for part in self.parts:
-            part.seal_session(snapshot.number, session_id, state, written)
+            part.seal_session(snapshot.number, session_id, state, written, closed)
         self._sealing.discard(session_id)
         garbage = self._garbage.pop(session_id, ())
         retired = self._retired.pop(session_id, ())
@@ -469,8 +497,10 @@ class TableSessions(SessionStore):
                 self._note(session_id, None, None)
         else:
             assert written is not None
-            change = entries.changes(state, written, garbage, partial(turn_key, session_id))
-            head = entries.head(state, written, change["dropped"], self.window, self.ttl)
+            body_key = partial(turn_key, session_id)
+            change = entries.changes(state, written, garbage, body_key, closed)
+            dropped = change["dropped"]
+            head = entries.head(state, written, dropped, self.window, self.ttl, closed.values())
             self._add(snapshot, session_id, change, head)
             waits = (state.messages_wait, state.decisions_wait)
             if waits != (None, None) or session_id in self._waits_in:

@@ -16,9 +16,10 @@ records made, no more (``whole``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from stream_app.core.session import Entry, SessionState
+from stream_app.core.session import EmittedTurn, Entry, SessionState
 
 
 @dataclass(slots=True)
@@ -48,6 +49,11 @@ class Written:
         return made, dropped
 
     @staticmethod
-    def whole(state: SessionState, epoch: int = 0) -> Written:
-        """The record of a state never written: every entry it holds is new."""
-        return Written(epoch, new={entry.entry: entry for entry in state.entries()})
+    def whole(state: SessionState, epoch: int = 0, closed: Iterable[EmittedTurn] = ()) -> Written:
+        """The record of a state never written: every entry it holds is new, and those of
+        its ``closed`` turns still to be written (``state/closed.py``)."""
+        new: dict[int, Entry] = {entry.entry: entry for entry in state.entries()}
+        for turn in closed:
+            new[turn.entry] = turn
+            new.update((d.entry, d) for d in turn.decisions)
+        return Written(epoch, new=dict(sorted(new.items())) if closed else new)

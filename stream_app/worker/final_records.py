@@ -2,16 +2,17 @@
 
 A turn closes in the core (``core/finality.py``) when a tick or a record of its session
 finds its window passed, when a session limit closes it early, or when its session
-expires; it stays in its session's state, closed. At a checkpoint, once the sessions are
-written (``checkpointing/batches.py``), ``Finalizer.after_write`` renders the final record
-of every closed turn the snapshot holds, hands them to the producer, waits until the broker
-has them all, and only then drops those turns from their sessions and remembers their keys
-as final (changes the next checkpoint writes, the keys before the heads:
+expires; it leaves its session's state, and the store keeps it, closed (``state/closed.py``),
+its entries and the head's mark written with the session. At a checkpoint, once the
+sessions are written (``checkpointing/batches.py``), ``Finalizer.after_write`` renders the
+final record of every closed turn the snapshot holds, hands them to the producer, waits
+until the broker has them all, and only then has the store drop those turns and remembers
+their keys as final (changes the next checkpoint writes, the keys before the heads:
 ``state/final_keys.py``). So:
 
 - a worker that stops before a checkpoint holds a closing has written no final record of
   it, and the records it reads again decide the closing afresh;
-- a worker that stops after finds the closed turn in its state (the due index names its
+- a worker that stops after finds the closed turn in its store (the due index names its
   session, ``state/due.py``: the next tick brings it into a checkpoint) and writes the same
   record again: the only repeat there is, and an identical one.
 
@@ -48,36 +49,35 @@ class Finalizer:
 
     async def after_write(self, snapshot: Snapshot) -> None:
         """Writes the final records of the closed turns ``snapshot`` holds, now that it is
-        on the changelogs, then drops those turns from their sessions."""
+        on the changelogs, then has the store drop them."""
         closed = self.store.closed.closed_in(snapshot.number)
         if not closed:
             return
         finals: list[FinalTurn] = []
         pause = Slices()  # a checkpoint's thousands of turns, rendered and dropped in slices
+        store = self.store
         for session_id, keys in closed.items():
             await pause()
             # A session with closed turns is never deleted, and they change only here; a
             # state that no longer reads (``TableSessions._read``) has nothing to write.
-            if (state := self.store.get(session_id)) is not None:
-                finals += [
-                    finality.final_of(state, state.closed[k]) for k in keys if k in state.closed
-                ]
+            if store.get(session_id) is not None:  # read: its closed turns with it
+                held = store.closed_of(session_id)
+                finals += [finality.final_of(session_id, held[k]) for k in keys if k in held]
         await self.send(finals)
         self._observe(finals)
         now = self.clock()
         for session_id, keys in closed.items():
             await pause()
-            state = self.store.get(session_id)  # read again: the loop was given back
+            state = store.get(session_id)  # read again: the loop was given back
             if state is None:
                 continue
             for key in keys:
-                if key in state.closed:
-                    state.drop_closed(key)
-                    self.store.final_keys.remember(session_id, key, now)
-            if finality.spent(state):
-                self.store.delete(session_id)
+                if store.sent(session_id, key) is not None:
+                    store.final_keys.remember(session_id, key, now)
+            if finality.started_again(state) and not store.closed_of(session_id):
+                store.delete(session_id)  # expired, its closed turns written
             else:
-                self.store.put(state)
+                store.put(state)
 
     def _observe(self, finals: list[FinalTurn]) -> None:
         now = self.clock()

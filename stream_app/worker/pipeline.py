@@ -1,9 +1,10 @@
 """The core driven against a store and a clock: what replay, the worker and the tests share.
 
-Turns that close (``core/finality.py``) are written at once when ``finals_now`` (replay,
-the tests: their final records in ``Outputs.finals``, the turns dropped); the worker keeps
-them in the state until the checkpoint that holds their closing is written
-(``worker/final_records.py``).
+Turns that close (``core/finality.py``) leave their session's state, emitted in
+``Outputs.closed``, which the pipeline takes out. They are written at once when
+``finals_now`` (replay, the tests: their final records in ``Outputs.finals``, the turns
+dropped); the worker's store keeps them (``state/closed.py``) until the checkpoint that holds
+their closing is written (``worker/final_records.py``).
 """
 
 from __future__ import annotations
@@ -20,14 +21,13 @@ from stream_app.core.expiry import expire
 from stream_app.core.intake import decode
 from stream_app.core.policy import Policy
 from stream_app.core.records import (
-    FinalTurn,
     Outputs,
     SessionDecision,
     SessionInput,
     SessionMessage,
     SourceRecord,
 )
-from stream_app.core.session import SessionState
+from stream_app.core.session import EmittedTurn, SessionState
 from stream_app.models.json_types import Json
 from stream_app.state.base import SessionStore
 
@@ -79,22 +79,48 @@ class Pipeline:
             and item.inference_call_id is not None
             and self.store.final_keys.went_final(session_id, item.inference_call_id)
         )
-        state, out, writes = apply(state, item, self.policy, now, firsts, out, already_final)
+        held = self.store.closed_of(session_id)
+        before = 0 if out is None else len(out.closed)
+        state, out, writes = apply(state, item, self.policy, now, firsts, out, already_final, held)
         if writes.forget:
             collapse.forget(session_id)
         for key, first in writes.remember:
             collapse.remember(session_id, key, first)
-        if self.finals_now and state.closed:
-            out.finals.extend(self._drain(state, now))
-        self.store.put(state)
+        if len(out.closed) == before and not held:  # most records: nothing closed
+            self.store.put(state)
+        else:
+            self._keep(state, self._closed(out, before), now, out)
         return out
 
-    def _drain(self, state: SessionState, now: float) -> list[FinalTurn]:
-        """The closed turns' final records, their keys remembered as final."""
-        finals = finality.drain(state)
+    @staticmethod
+    def _closed(out: Outputs, before: int) -> list[EmittedTurn]:
+        """The turns closed since ``out.closed`` held ``before``, taken out of ``out``: the
+        store keeps them, not the outputs (which are held until the broker has them)."""
+        if len(out.closed) == before:
+            return []
+        closed = [turn for _, turn in out.closed[before:]]
+        del out.closed[before:]
+        return closed
+
+    def _keep(
+        self, state: SessionState, closed: list[EmittedTurn], now: float, out: Outputs
+    ) -> None:
+        """Puts the state and the turns it closed in the store; with ``finals_now``, the
+        final records of every closed turn held are rendered first (before ``put`` lets go
+        of a new turn's messages' JSON) and the turns dropped, their keys remembered as
+        final."""
+        session_id = state.session_id
+        if not self.finals_now:
+            self.store.put(state, closed)
+            return
+        held = self.store.closed_of(session_id)
+        turns = [*held.values(), *closed] if held else closed
+        finals = [finality.final_of(session_id, turn) for turn in turns]
+        self.store.put(state, closed)
         for final in finals:
-            self.store.final_keys.remember(state.session_id, final.inference_call_id, now)
-        return finals
+            self.store.sent(session_id, final.inference_call_id)
+            self.store.final_keys.remember(session_id, final.inference_call_id, now)
+        out.finals.extend(finals)
 
     def process(self, record: SourceRecord, parsed: Json | None = None) -> Outputs:
         """Both halves, on one ``Outputs``: what decoding counted is never merged in after."""
@@ -117,7 +143,7 @@ class Pipeline:
             state = self.store.get(session_id)
             if state is not None:
                 state = self._expire(state, now, out)
-                waiting += 0 if state is None else len(state.closed)
+                waiting += 0 if state is None else len(self.store.closed_of(session_id))
             self.store.read_reached(key, state, now)
         self.waiting = waiting + self.store.reached_left  # each of those may hold a turn
         if forgotten := self.store.final_keys.forget_old(partition, now, self.policy):
@@ -127,20 +153,20 @@ class Pipeline:
     def _expire(self, state: SessionState, now: float, out: Outputs) -> SessionState | None:
         """``expire`` against the store: the session as it is left (None: deleted)."""
         session_id = state.session_id
-        kept, expired = expire(state, self.policy, now)
+        store = self.store
+        kept, expired = expire(state, self.policy, now, bool(store.closed_of(session_id)))
+        closed = self._closed(expired, 0)
         out.extend(expired)
         if expired.counts[Count.SESSIONS_EXPIRED]:
-            self.store.collapse.forget(session_id)
+            store.collapse.forget(session_id)
         if kept is None:
-            self.store.delete(session_id)
+            store.delete(session_id)
             return None
-        if self.finals_now and kept.closed:
-            out.finals.extend(self._drain(kept, now))
-        if finality.spent(kept):
-            self.store.delete(session_id)
+        if expired.counts or closed or store.closed_of(session_id):
+            self._keep(kept, closed, now, out)
+        if finality.started_again(kept) and not store.closed_of(session_id):
+            store.delete(session_id)  # expired, its closed turns written: nothing is left
             return None
-        if expired.counts or kept.closed:
-            self.store.put(kept)
         return kept
 
     def finish(self) -> Outputs:
@@ -152,8 +178,7 @@ class Pipeline:
             state = self.store.get(session_id)
             if state is None:
                 continue
-            finality.close_all(state, finality.EXPIRED, self.policy)
-            if self.finals_now:
-                out.finals.extend(self._drain(state, self.clock()))
-            self.store.put(state)
+            closed = Outputs()
+            finality.close_all(state, finality.EXPIRED, self.policy, closed)
+            self._keep(state, self._closed(closed, 0), self.clock(), out)
         return out

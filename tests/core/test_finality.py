@@ -10,7 +10,8 @@ import orjson
 from stream_app.core import finality
 from stream_app.core.policy import Policy
 from stream_app.core.records import FinalTurn, Outputs
-from stream_app.core.session import SessionState
+from stream_app.core.session import SessionState, closed_of_json
+from stream_app.state.closed import closings
 from tests.contracts import assert_valid_turn
 from tests.factories import ORG, Run, assistant, decision, message, tool_call
 
@@ -128,19 +129,23 @@ def test_a_decision_that_would_make_its_turn_too_large_leaves_the_turn_as_emitte
 def test_a_closed_turn_round_trips_through_the_state_json() -> None:
     state = SessionState("s1", 0.0)
     run = Run(policy=Policy(org_id=ORG, late_decision_window_seconds=WINDOW))
-    run.pipeline.finals_now = False  # as the worker: closed turns wait in the state
+    run.pipeline.finals_now = False  # as the worker: closed turns wait in the store
     run.msg(assistant(message_id="a1", tool_calls=[tool_call("t1")]))
     run.dec(decision(call_id="t1"))
     run.now += WINDOW + 1
     tick(run)
-    state = run.pipeline.store.get("s1")  # type: ignore[assignment]
-    assert list(state.closed) == ["a1"] and not state.turns
-    again = SessionState.from_json(state.to_json())
-    assert again.to_json() == state.to_json()
-    (turn,) = again.closed.values()
-    assert finality.final_of(again, turn) == finality.final_of(state, state.closed["a1"])
-    assert finality.next_at(state, run.policy) == turn.closed[1]  # type: ignore[index]
-    view = finality.view(state, run.policy)
+    store = run.pipeline.store
+    state = store.get("s1")  # type: ignore[assignment]
+    closed = store.closed_of("s1")
+    assert list(closed) == ["a1"] and not state.turns
+    data = state.to_json(closed.values())
+    again, again_closed = SessionState.from_json(data), closed_of_json(data)
+    assert again.to_json(again_closed.values()) == data
+    (turn,) = again_closed.values()
+    assert finality.final_of("s1", turn) == finality.final_of("s1", closed["a1"])
+    at = finality.next_at(state, closings(closed), run.policy)
+    assert at == turn.closed[1]  # type: ignore[index]
+    view = finality.view(state, closed.values(), run.policy)
     assert view == [
         {
             "inference_call_id": "a1",
@@ -158,16 +163,18 @@ def test_the_next_instant_is_the_oldest_turn_not_yet_final_else_the_expiry() -> 
     run = Run(policy=policy)
     run.pipeline.finals_now = False
     idle = SessionState("s1", 5.0)  # no turn: its expiry
-    assert finality.next_at(idle, policy) == 5.0 + policy.session_ttl_seconds
+    assert finality.next_at(idle, (), policy) == 5.0 + policy.session_ttl_seconds
     run.msg(assistant(message_id="a1"))
-    state = run.pipeline.store.get("s1")
-    assert state is not None and finality.next_at(state, policy) == run.now + WINDOW
+    store = run.pipeline.store
+    state = store.get("s1")
+    assert state is not None and finality.next_at(state, (), policy) == run.now + WINDOW
     first = run.now
     run.now += 10
     for n in range(2, 5):  # the fourth closes a1 early: due at once
         run.msg(assistant(message_id=f"a{n}"))
-    assert finality.next_at(state, policy) == 0.0
-    state.drop_closed("a1")
-    assert finality.next_at(state, policy) == first + 10 + WINDOW
+    assert list(store.closed_of("s1")) == ["a1"] and "a1" not in state.turns
+    assert finality.next_at(state, closings(store.closed_of("s1")), policy) == 0.0
+    assert store.sent("s1", "a1") is not None
+    assert finality.next_at(state, closings(store.closed_of("s1")), policy) == first + 10 + WINDOW
     ttl = dataclasses.replace(policy, session_ttl_seconds=5.0)  # an idle time shorter
-    assert finality.next_at(state, ttl) == state.last_seen + 5.0
+    assert finality.next_at(state, (), ttl) == state.last_seen + 5.0

@@ -225,9 +225,9 @@ def test_any_sequence_of_valid_records_leaves_every_state_within_its_limits(
             within_limits(state, SMALL)
             # And its entries hold exactly it: what a restarted worker reads back.
             head, items, bodies = entries.records(state)
-            back, _, garbage = entries.decode(
+            back, _, garbage, closed = entries.decode(
                 head, items, {orjson.loads(k)[1]: orjson.loads(v) for k, v in bodies}.get
             )
-            assert garbage == [] and back == state
+            assert garbage == [] and back == state and closed == {}
     for letter in run.dead_letters:
         assert_valid_dead_letter(letter)

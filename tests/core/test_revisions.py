@@ -64,7 +64,7 @@ def test_the_revision_number_survives_the_state_json_as_a_restarted_worker_reads
     assert state is not None
     bodies = {key: turn.body for key, turn in state.turns.items()}
     head, written, _ = entries.records(state)
-    from_entries, _, _ = entries.decode(head, written, bodies.get)
+    from_entries, _, _, _ = entries.decode(head, written, bodies.get)
     for restored in (SessionState.from_json(state.to_json()), from_entries):
         after = Run(now=run.now, offset=run.offset)  # a new process: only the state is kept
         after.pipeline.store.put(restored)

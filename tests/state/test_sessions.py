@@ -148,7 +148,7 @@ def test_a_state_naming_a_missing_body_is_read_without_that_turn(tables: Tables)
     state = finished_turn()
     held(tables, state)
     bodies.data.clear()
-    read, _, garbage = store_of(tables).read("s1")
+    read, _, garbage, _ = store_of(tables).read("s1")
     assert read is not None
     assert read.turns == {}
     assert read.applied == state.applied  # everything else as written
