@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
-from stream_app.core.session import Closed, EmittedTurn, SessionState
-from stream_app.state.parts import Part
+from stream_app.core.session import Closed, EmittedTurn
+from stream_app.state.parts import Part, SealedSession
 from stream_app.state.written import Written
 
 _NONE: Mapping[str, EmittedTurn] = MappingProxyType({})
@@ -74,16 +74,9 @@ class ClosedTurns(Part):
 
     # -- a part of the store ---------------------------------------------------------
 
-    def seal_session(
-        self,
-        number: int,
-        session_id: str,
-        state: SessionState | None,
-        written: Written | None,
-        closed: Mapping[str, EmittedTurn],
-    ) -> None:
-        if state is not None and closed:
-            self._closed.setdefault(number, {})[session_id] = list(closed)
+    def seal_session(self, sealed: SealedSession) -> None:
+        if sealed.state is not None and sealed.closed:
+            self._closed.setdefault(sealed.number, {})[sealed.session_id] = list(sealed.closed)
 
     def released(self, number: int) -> None:
         self._closed.pop(number, None)

@@ -42,7 +42,7 @@ from stream_app.state import entries
 from stream_app.state.base import REACHED_COUNTED, Instants
 from stream_app.state.closed import closings
 from stream_app.state.entries import Head, StateFormatNewer, read_head
-from stream_app.state.parts import Part
+from stream_app.state.parts import Part, SealedSession
 from stream_app.state.sessions import StateTable
 from stream_app.state.tables import MemoryStore
 from stream_app.state.written import Written
@@ -203,19 +203,14 @@ class DueIndex(Part):
         writes.delete.extend(self._stale)
         self._stale = set()
 
-    def seal_session(
-        self,
-        number: int,
-        session_id: str,
-        state: SessionState | None,
-        written: Written | None,
-        closed: Mapping[str, EmittedTurn],
-    ) -> None:
+    def seal_session(self, sealed: SealedSession) -> None:
+        number, session_id = sealed.number, sealed.session_id
+        state, written = sealed.state, sealed.written
         if state is None or written is None:
             self._early_ok.discard(session_id)
             return
         writes = self._writes.setdefault(number, IndexWrites())
-        at, before = self.timing.next_at(state, closings(closed)), written.due
+        at, before = self.timing.next_at(state, closings(sealed.closed)), written.due
         early = before is not None and at > before and session_id in self._early_ok
         if at != before and (not early or session_id in self._refile):
             writes.put.append(due_key(at, session_id))

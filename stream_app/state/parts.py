@@ -11,9 +11,23 @@ tested alone; the store calls them in the order it was given them, around its ow
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from stream_app.core.session import EmittedTurn, SessionState
 from stream_app.state.written import Written
+
+
+@dataclass(frozen=True, slots=True)
+class SealedSession:
+    """A session as a checkpoint seals it, before its head is made: ``state`` None when
+    deleted; ``written`` what its head will say (a part may set ``due``); ``closed`` its
+    closed turns still to be written (``state/closed.py``), which its head names."""
+
+    number: int  # the checkpoint's (``Snapshot.number``)
+    session_id: str
+    state: SessionState | None
+    written: Written | None
+    closed: Mapping[str, EmittedTurn]
 
 
 class Part:
@@ -23,17 +37,8 @@ class Part:
     def sealing(self, number: int) -> None:
         """A checkpoint's seal begins."""
 
-    def seal_session(
-        self,
-        number: int,
-        session_id: str,
-        state: SessionState | None,
-        written: Written | None,
-        closed: Mapping[str, EmittedTurn],
-    ) -> None:
-        """The session (None: deleted) is sealed into the checkpoint, before its head is
-        made: ``written`` is what its head will say (a part may set ``due``), ``closed`` its
-        closed turns still to be written (``state/closed.py``), which its head names."""
+    def seal_session(self, sealed: SealedSession) -> None:
+        """A session is sealed into the checkpoint, before its head is made."""
 
     async def write_before(self, number: int) -> None:
         """What the checkpoint's heads rely on, acknowledged before they are written."""

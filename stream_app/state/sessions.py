@@ -38,7 +38,7 @@ from stream_app.state.base import FinalKeys, Instants, SessionStore
 from stream_app.state.closed import ClosedTurns
 from stream_app.state.entries import StateFormatNewer, Value
 from stream_app.state.memory import MemoryFinalKeys
-from stream_app.state.parts import Part
+from stream_app.state.parts import Part, SealedSession
 from stream_app.state.written import Written
 
 if TYPE_CHECKING:
@@ -485,7 +485,7 @@ class TableSessions(SessionStore):
         written = None if state is None else self._written[session_id]
         closed = self.closed.of(session_id)
         for part in self.parts:
-            part.seal_session(snapshot.number, session_id, state, written, closed)
+            part.seal_session(SealedSession(snapshot.number, session_id, state, written, closed))
         self._sealing.discard(session_id)
         garbage = self._garbage.pop(session_id, ())
         retired = self._retired.pop(session_id, ())
