@@ -122,16 +122,25 @@ class Pipeline:
         )
 
     def the_examples_turns_on_a_worker(self) -> tuple[WorkerProcess, dict, Counter]:
-        """The example's messages through a worker, stopped once their 4 turns are out; what
-        replay expects of the whole example (its decisions still to come)."""
+        """The example's messages through a worker, stopped once their 6 turns are out (the
+        session's 4, its retry's 2); what replay expects of the whole example (its decisions
+        still to come)."""
         lines = example_lines()
         expected, expected_letters = replayed(lines, self.topics)
         worker = self.worker()
         worker.start().wait_ready()
-        # Messages by conversation key, so one partition keeps a session's order.
-        messages = [{**line, "key": "sess-7f3a"} for line in lines if line["topic"] == "messages"]
+        # Messages by conversation key, so one partition keeps a session's order (the one
+        # published under a wrong key too; a value that is no JSON object keeps its key).
+        messages = [
+            {
+                **line,
+                "key": v["conversationId"] if isinstance(v := line["value"], dict) else line["key"],
+            }
+            for line in lines
+            if line["topic"] == "messages"
+        ]
         self.publish(messages)
-        self.turns.wait_until(lambda: len(final_turns(self.turns)) == 4, 60, "4 turns")
+        self.turns.wait_until(lambda: len(final_turns(self.turns)) == 6, 60, "6 turns")
         worker.stop()
         return worker, expected, expected_letters
 
@@ -179,11 +188,15 @@ def test_the_example_through_a_worker_equals_replay(
         p.worker().start().wait_ready()
         p.publish(lines)
         p.wait_for(expected, expected_letters, timeout=60)
+        sessions = set()
         for partition, key, value in p.turns.records:
             turn = orjson.loads(value)
             assert_valid_turn(turn)
-            assert key == turn_key("sess-7f3a", turn["inference_call_id"])
-            assert partition == partition_for(b"sess-7f3a", PARTITIONS)  # the session's
+            session = orjson.loads(key)[0]  # the session, then its retry (a fork)
+            sessions.add(session)
+            assert key == turn_key(session, turn["inference_call_id"])
+            assert partition == partition_for(session.encode(), PARTITIONS)  # the session's
+        assert sessions == {"sess-7f3a", "sess-7f3a-retry"}
         (startup,) = (
             orjson.loads(line)
             for line in p.workers[0].log.read_text().splitlines()
@@ -348,7 +361,7 @@ def test_a_restarted_worker_recovers_its_sessions_from_the_changelog(
         for line in worker.log.read_text().splitlines()
         if line.startswith('{"') and '"recovery_done"' in line
     ]
-    assert recovered[-1]["sessions"] == 1  # the session came back from the changelog
+    assert recovered[-1]["sessions"] == 2  # the sessions came back from the changelog
     # The decisions join turns that only the recovered state knows.
     pipeline.publish([line for line in example_lines() if line["topic"] == "decisions"])
     pipeline.wait_for(expected, expected_letters, timeout=60)

@@ -208,10 +208,10 @@ def test_replay_counts_in_words_with_the_prefix_its_errors_have(tmp_path: Path) 
     done = run(*replay_the_example(tmp_path))
     assert done.returncode == 0
     (summary,) = done.stderr.splitlines()
-    assert summary.startswith("stream-app replay: 12 messages, 5 decisions read; ")
-    for said in ("4 turns emitted, 1 revision;", "1 duplicate decision;", "1 part skipped"):
+    assert summary.startswith("stream-app replay: 17 messages, 6 decisions read; ")
+    for said in ("6 turns emitted, 2 revisions;", "1 duplicate decision;", "2 parts skipped"):
         assert said in summary
-    assert summary.endswith("; 1 session in state")
+    assert summary.endswith("; 2 sessions in state")
     missing = run("replay", str(tmp_path / "nope"), "--out", "o", "--dlq", "d")
     assert missing.stderr.startswith("stream-app replay: cannot read ")
 

@@ -186,7 +186,7 @@ def test_the_example_session_streamed_then_final_with_decisions_before_and_after
     examples = jsonl(out)
     for example in examples:
         assert_chat_example(example, reasoning=True)
-    first, second, _, last = examples
+    first, second, _, last, fork, retried = examples
     # msg-a1 was published streaming, then final: the final copy only, reasoning kept.
     assert first["messages"][-1]["reasoning_content"].endswith("slice bounds of paginate().")
     assert first["messages"][-1]["content"] == "Let me read the pagination helper."
@@ -216,6 +216,18 @@ def test_the_example_session_streamed_then_final_with_decisions_before_and_after
         "path": "src/paginate.py",
         "old": "items[start - 1:start + size - 1]",
         "new": "items[start:start + size]",
+    }
+    # The retry, a fork of the session at the file read: the same history, another edit,
+    # explicitly rejected after its turn (dec-110, a revision).
+    assert unweighted(fork["messages"]) == unweighted(first["messages"])
+    assert unweighted(retried["messages"][:-1]) == unweighted(second["messages"][:-1])
+    assert retried["messages"][-1] != second["messages"][-1]
+    assert retried["metadata"] == {
+        **second["metadata"],
+        "session_id": "sess-7f3a-retry",
+        "inference_call_id": "msg-b2",
+        "accepted_explicit": 0,
+        "rejected_explicit": 1,
     }
     # Without --reasoning, no reasoning.
     _, plain = export(turns, tmp_path, "plain.jsonl", format="chat")
@@ -621,12 +633,12 @@ def test_export_from_a_replay_file_on_the_command_line(
     assert code == 0
     summary = capsys.readouterr().err.splitlines()[-1]
     assert summary == (
-        f"stream-app export: 5 records read from {turns}, 4 turns of 1 session; 4 chat "
-        f"examples written to {tmp_path / 'ds.train.jsonl'} (4); validation empty, not "
+        f"stream-app export: 8 records read from {turns}, 6 turns of 2 sessions; 6 chat "
+        f"examples written to {tmp_path / 'ds.train.jsonl'} (6); validation empty, not "
         f"written; 0 turns skipped; manifest {tmp_path / 'ds.manifest.json'}"
     )
     assert not (tmp_path / "ds.eval.jsonl").exists()  # issue 52: no empty split file
-    assert len(jsonl(tmp_path / "ds.train.jsonl")) == 4
+    assert len(jsonl(tmp_path / "ds.train.jsonl")) == 6
 
 
 def test_export_from_a_file_draws_a_progress_bar_on_a_terminal(tmp_path: Path) -> None:
@@ -636,7 +648,7 @@ def test_export_from_a_file_draws_a_progress_bar_on_a_terminal(tmp_path: Path) -
     status, text = on_a_terminal(args)
     assert status == 0
     assert "reading" in text and "━" in text
-    assert "4 chat examples written" in text
+    assert "6 chat examples written" in text
 
 
 def test_a_topic_export_keeps_each_turn_at_the_place_of_its_first_emission() -> None:
@@ -717,16 +729,18 @@ def test_a_turn_whose_key_is_spelled_two_ways_is_one_turn(tmp_path: Path) -> Non
             assert doc["key"].encode() not in turns
         seen.add(doc["key"])
         respelt.append(orjson.dumps(doc))
-    assert len(respelt) == 5 and len(seen) == 5  # four turns, one of them revised
+    assert len(respelt) == 8 and len(seen) == 8  # six turns, two of them revised
     source = b"\n".join(respelt) + b"\n"
     manifest, out = export(source, tmp_path, format="chat")
-    assert manifest["read"] == {"records": 5, "turns": 4, "sessions": 1}
+    assert manifest["read"] == {"records": 8, "turns": 6, "sessions": 2}
     examples = jsonl(out)
     assert [e["metadata"]["inference_call_id"] for e in examples] == [
         "msg-a1",
         "msg-a2",
         "msg-a3",
         "msg-a4",
+        "msg-a1",
+        "msg-b2",
     ]
     _, original = export(turns, tmp_path, "original.jsonl", format="chat")
     assert examples == jsonl(original)  # the later revision, the history not repeated
@@ -735,4 +749,4 @@ def test_a_turn_whose_key_is_spelled_two_ways_is_one_turn(tmp_path: Path) -> Non
         k for k in dict.fromkeys(orjson.loads(x)["key"] for x in turns.splitlines())
     ]  # written as the worker spells the key
     trajectories = jsonl(export(source, tmp_path, "traj.jsonl", format="trajectories")[1])
-    assert [len(t["turns"]) for t in trajectories] == [4]
+    assert [len(t["turns"]) for t in trajectories] == [4, 2]

@@ -261,6 +261,9 @@ def test_dev_demo_shows_revisions_and_dead_letters_and_removes_its_folder(
     dev.wait_for_stdout('turn ["sess-7f3a","msg-a4"], revision 2: ')
     for reason in ("invalid_json", "schema", "tenant_mismatch", "unattributable_decision"):
         dev.wait_for_stdout(f"dead letter: {reason} (")
+    # The session's retry, a fork at the file read: its other edit, rejected after its turn.
+    dev.wait_for_stdout('turn ["sess-7f3a-retry","msg-b2"], revision 2: ')
+    dev.wait_for_stdout("  decisions: dec-110 rejected (claude-code)\n")
     # Then the agent's telemetry (examples/telemetry.jsonl, issue 51), sent to POST /v1/logs:
     # its Claude Code tool_decision for toolu_03 joins msg-a3's turn as a revision.
     assert "(1 OTLP export to POST /v1/logs)" in dev.stdout
@@ -269,9 +272,16 @@ def test_dev_demo_shows_revisions_and_dead_letters_and_removes_its_folder(
     assert "accepted (claude-code)" in dev.stdout.split('"msg-a3"], revision 2: ')[1]
     # Each turn once more, when its window has passed: final, at its latest revision.
     assert "8 s after it" in dev.stdout
-    for call, revision in (("msg-a1", 1), ("msg-a2", 1), ("msg-a3", 2), ("msg-a4", 2)):
+    for session, call, revision in (
+        ("sess-7f3a", "msg-a1", 1),
+        ("sess-7f3a", "msg-a2", 1),
+        ("sess-7f3a", "msg-a3", 2),
+        ("sess-7f3a", "msg-a4", 2),
+        ("sess-7f3a-retry", "msg-a1", 1),
+        ("sess-7f3a-retry", "msg-b2", 2),
+    ):
         dev.wait_for_stdout(
-            f'final: turn ["sess-7f3a","{call}"] at revision {revision} (its late-decision '
+            f'final: turn ["{session}","{call}"] at revision {revision} (its late-decision '
             "window has passed)"
         )
     folder = _logs_folder(dev.stdout)

@@ -245,7 +245,7 @@ def test_the_example_published_worked_and_exported_equals_replay(round_: Round) 
     ]
     assert_keyed_by_session(round_)
     exported = assert_round_trip(round_, EXAMPLE)
-    assert len(exported) == 4
+    assert len(exported) == 6  # the session's 4 turns and its retry's 2
 
 
 def test_a_generated_stream_published_worked_and_exported_equals_replay(
@@ -310,7 +310,7 @@ def test_publish_and_export_draw_a_progress_bar_on_a_terminal(
     assert status == 0
     assert "publishing" in shown and "━" in shown
     assert "session.jsonl:14: value is not JSON" in shown
-    assert "publish: 14 records sent (10 messages, 4 decisions); 3 lines skipped (" in shown
+    assert "publish: 20 records sent (15 messages, 5 decisions); 3 lines skipped (" in shown
     status, shown = on_a_terminal(["export", "--out", str(workdir / "t.jsonl")], env)
     assert status == 0
     assert "exporting" in shown and "━" in shown

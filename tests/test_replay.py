@@ -50,21 +50,23 @@ def test_replay_of_the_example_session(tmp_path: Path) -> None:
     done = replay(tmp_path, EXAMPLE)
     assert done.returncode == 0, done.stderr
     turns = lines(tmp_path / "t.jsonl")
-    for line in turns:
+    # The session, then its retry: a fork of it at the file read whose edit was rejected.
+    sessions = ["sess-7f3a"] * 5 + ["sess-7f3a-retry"] * 3
+    assert len(turns) == len(sessions)
+    for line, session in zip(turns, sessions, strict=True):
         # the worker's record key, as text: the JSON pair [session id, inference_call_id]
-        assert (
-            line["key"] == orjson.dumps(["sess-7f3a", line["value"]["inference_call_id"]]).decode()
-        )
-        assert_valid_turn_key(line["key"].encode(), line["value"], "sess-7f3a")
+        assert line["key"] == orjson.dumps([session, line["value"]["inference_call_id"]]).decode()
+        assert_valid_turn_key(line["key"].encode(), line["value"], session)
         assert_valid_turn(line["value"])
-    final = {orjson.loads(line["key"])[1]: line["value"] for line in turns}
-    assert list(final) == ["msg-a1", "msg-a2", "msg-a3", "msg-a4"]
-    assert [orjson.loads(k["key"])[1] for k in turns] == [
-        "msg-a1",
-        "msg-a2",
-        "msg-a3",
-        "msg-a4",
-        "msg-a4",
+    calls = [orjson.loads(k["key"])[1] for k in turns]
+    assert calls == ["msg-a1", "msg-a2", "msg-a3", "msg-a4", "msg-a4", "msg-a1", "msg-b2", "msg-b2"]
+    final = {orjson.loads(line["key"])[1]: line["value"] for line in turns[:5]}
+    retry = {orjson.loads(line["key"])[1]: line["value"] for line in turns[5:]}
+    # The fork copies the history up to the file read; its edit is another, rejected after
+    # its turn (a second revision): the pair that a dpo export makes.
+    assert retry["msg-a1"]["new_messages"] == final["msg-a1"]["new_messages"]
+    assert [(d["decision_id"], d["accepted"]) for d in retry["msg-b2"]["decisions"]] == [
+        ("dec-110", False)
     ]
     # joined by tool-use id before the turn; the redelivery collapsed into it
     assert [d["decision_id"] for d in final["msg-a2"]["decisions"]] == ["dec-100"]
@@ -86,7 +88,7 @@ def test_replay_of_the_example_session(tmp_path: Path) -> None:
         "tenant_mismatch",
         "unattributable_decision",
     ]
-    assert "1 duplicate decision;" in done.stderr and "4 turns emitted" in done.stderr
+    assert "1 duplicate decision;" in done.stderr and "6 turns emitted" in done.stderr
 
 
 def test_a_string_value_is_replayed_as_the_raw_record(tmp_path: Path) -> None:

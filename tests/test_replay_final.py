@@ -48,8 +48,15 @@ def test_the_examples_turns_are_each_final_once_at_the_end(tmp_path: Path) -> No
     done = replay(tmp_path, EXAMPLE)
     assert done.returncode == 0, done.stderr
     keys = assert_final_lines(tmp_path)
-    assert [orjson.loads(k)[1] for k in keys] == ["msg-a1", "msg-a2", "msg-a3", "msg-a4"]
-    assert "4 turns emitted, 1 revision, 4 final" in done.stderr
+    assert [tuple(orjson.loads(k)) for k in keys] == [
+        ("sess-7f3a", "msg-a1"),
+        ("sess-7f3a", "msg-a2"),
+        ("sess-7f3a", "msg-a3"),
+        ("sess-7f3a", "msg-a4"),
+        ("sess-7f3a-retry", "msg-a1"),
+        ("sess-7f3a-retry", "msg-b2"),
+    ]
+    assert "6 turns emitted, 2 revisions, 6 final" in done.stderr
 
 
 def test_turns_closed_early_by_a_limit_keep_their_place_in_the_final_file(tmp_path: Path) -> None:

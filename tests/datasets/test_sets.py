@@ -86,20 +86,29 @@ def test_the_readme_recipe_loads_on_the_demo_with_no_empty_split(
         for c in line.split("&&")
     ]
     assert len(commands) == 4
+    # The demo: a session and its retry (a fork at the file read whose edit was rejected,
+    # the session's accepted): every set has rows, kto both labels, dpo the pair.
+    rows = {
+        "sft": {"train": 4, "validation": 2},
+        "sft-trl": {"train": 2},
+        "kto": {"train": 2},
+        "dpo": {"train": 1},
+    }
     for command in commands:
         capsys.readouterr()
         assert main(shlex.split(command)[1:]) == 0, command
         (said,) = capsys.readouterr().err.splitlines()
         folder = Path(shlex.split(command)[-1])
         manifest = orjson.loads((folder / "manifest.json").read_bytes())
-        if manifest["split"]["records"]["train"] == 0:  # dpo: the demo rejects nothing
-            assert "0 dpo pairs" in said and not (folder / "data").exists()
-            continue
         loaded = load(folder)
-        assert list(loaded) == ["train"]  # one session: the validation split is not written
-        assert not list(folder.glob("data/validation*"))
-        if "--eval-fraction" in command:
-            assert "validation" in manifest["split"]["empty"]
+        assert {split: loaded[split].num_rows for split in loaded} == rows[folder.name], said
+        assert manifest["split"]["records"] == rows[folder.name] and not manifest["split"]["empty"]
+        if folder.name == "kto":
+            assert sorted(loaded["train"]["label"]) == [False, True]
+        if folder.name == "dpo":
+            assert "1 dpo pair written" in said
+            (pair,) = loaded["train"].to_list()
+            assert pair["chosen"] != pair["rejected"]
         assert (
             manifest["provenance"]["input"]["sha256"]
             == hashlib.sha256(Path("turns.jsonl").read_bytes()).hexdigest()
