@@ -21,6 +21,7 @@ from confluent_kafka import Producer
 from stream_app.broker.embedded import EmbeddedBroker
 from tests.ingest.otlp_records import (
     CLAUDE_RESOURCE,
+    a_turn,
     claude_api_request,
     claude_code,
     codex,
@@ -31,34 +32,6 @@ from tests.test_app import PARTITIONS, Pipeline
 from tests.worker_process import WorkerProcess
 
 TOKEN = "telemetry-test-token-0123456789"
-
-
-def message(session: str, n: int, role: str, **fields: Any) -> dict[str, Any]:
-    return {
-        "topic": "messages",
-        "key": session,
-        "value": {
-            "conversationId": session,
-            "message": {"role": role, "sequence": str(n), **fields},
-        },
-    }
-
-
-def a_turn(session: str, message_id: str, call_id: str) -> list[dict[str, Any]]:
-    """A user's prompt and the assistant's answer with one tool call: one turn, named by
-    ``message_id`` and ``call_id``."""
-    return [
-        message(session, 1, "ROLE_USER", messageId=f"{message_id}-u", content=[{"text": "go"}]),
-        message(
-            session,
-            2,
-            "ROLE_ASSISTANT",
-            messageId=message_id,
-            finishReason="tool_calls",
-            content=[{"text": "editing"}],
-            toolCalls=[{"id": call_id, "name": "Edit", "arguments": "{}"}],
-        ),
-    ]
 
 
 @pytest.fixture

@@ -14,37 +14,12 @@ from stream_app.config import Settings
 from stream_app.ingest import otlp
 from tests.ingest.otlp_records import (
     CLAUDE_RESOURCE,
+    a_turn,
     claude_api_request,
     claude_code,
     codex,
     request,
 )
-
-
-def message(session: str, n: int, role: str, **fields: Any) -> dict[str, Any]:
-    return {
-        "topic": "messages",
-        "key": session,
-        "value": {
-            "conversationId": session,
-            "message": {"role": role, "sequence": str(n), **fields},
-        },
-    }
-
-
-def turn(session: str, message_id: str, call_id: str) -> list[dict[str, Any]]:
-    return [
-        message(session, 1, "ROLE_USER", messageId=f"{message_id}-u", content=[{"text": "go"}]),
-        message(
-            session,
-            2,
-            "ROLE_ASSISTANT",
-            messageId=message_id,
-            finishReason="tool_calls",
-            content=[{"text": "editing"}],
-            toolCalls=[{"id": call_id, "name": "Edit", "arguments": "{}"}],
-        ),
-    ]
 
 
 def telemetry(req: Any) -> dict[str, Any]:
@@ -73,8 +48,8 @@ def test_telemetry_lines_join_their_turns_and_are_accounted_for() -> None:
         CLAUDE_RESOURCE,
     )
     lines = [
-        *turn("sess-r", "msg-r", "toolu_r"),
-        *turn("conv-r", "msg-c", "call_r"),
+        *a_turn("sess-r", "msg-r", "toolu_r"),
+        *a_turn("conv-r", "msg-c", "call_r"),
         telemetry(export),
         telemetry(request([codex("conv-r", "call_r", "approved")])),
         telemetry(export),  # the same export again: a counted duplicate
@@ -94,5 +69,5 @@ def test_telemetry_lines_join_their_turns_and_are_accounted_for() -> None:
 
 
 def test_a_file_without_telemetry_lines_says_nothing_of_it() -> None:
-    _, _, said = run(turn("s", "m", "c"))
+    _, _, said = run(a_turn("s", "m", "c"))
     assert "telemetry" not in said
