@@ -4,7 +4,7 @@ for, and how records are split into requests or encoded changes nothing."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import orjson
 import pytest
@@ -77,20 +77,37 @@ def test_claude_code_accept_by_a_person() -> None:
     DecisionPayload.model_validate(orjson.loads(out.value))
 
 
+# Each harness's decision record, with the resource it is exported under and the session and
+# call it names by default.
+VERDICT_RECORDS: dict[str, tuple[Callable[..., LogRecord], Mapping[str, Attr], str, str]] = {
+    "claude-code": (claude_code, CLAUDE_RESOURCE, "sess-cc", "toolu_01"),
+    "codex": (codex, CODEX_RESOURCE, "conv-1", "call_1"),
+}
+
+
 @pytest.mark.parametrize(
-    ("decision", "source", "accepted", "explicit"),
+    ("harness", "decision", "source", "accepted", "explicit"),
     [
-        ("accept", "config", True, False),
-        ("accept", "hook", True, False),
-        ("accept", "user_permanent", True, True),
-        ("reject", "user_reject", False, True),
-        ("reject", "user_abort", False, True),
-        ("reject", "config", False, False),
-        ("reject", "hook", False, False),
+        ("claude-code", "accept", "config", True, False),
+        ("claude-code", "accept", "hook", True, False),
+        ("claude-code", "accept", "user_permanent", True, True),
+        ("claude-code", "reject", "user_reject", False, True),
+        ("claude-code", "reject", "user_abort", False, True),
+        ("claude-code", "reject", "config", False, False),
+        ("claude-code", "reject", "hook", False, False),
+        ("codex", "approved", "user", True, True),
+        ("codex", "approved_for_session", "user", True, True),
+        ("codex", "approved", "config", True, False),
+        ("codex", "denied", "user", False, True),
+        ("codex", "abort", "user", False, True),
+        ("codex", "denied", "Config", False, False),
     ],
 )
-def test_claude_code_verdicts(decision: str, source: str, accepted: bool, explicit: bool) -> None:
-    d = one(claude_code(decision=decision, source=source)).decision
+def test_verdicts(harness: str, decision: str, source: str, accepted: bool, explicit: bool) -> None:
+    build, resource, session, call_id = VERDICT_RECORDS[harness]
+    out = one(build(decision=decision, source=source), resource)
+    d = out.decision
+    assert out.harness == harness and d["session_id"] == session and d["call_id"] == call_id
     assert (d["accepted"], d["explicit"]) == (accepted, explicit)
 
 
@@ -108,24 +125,6 @@ def test_claude_code_short_name_without_body_by_service() -> None:
     record.ClearField("body")
     assert one(record, CLAUDE_RESOURCE).event == "claude_code.tool_decision"
     assert isinstance(translate(request([record]), POLICY).outcomes[0], Ignored)
-
-
-@pytest.mark.parametrize(
-    ("decision", "source", "accepted", "explicit"),
-    [
-        ("approved", "user", True, True),
-        ("approved_for_session", "user", True, True),
-        ("approved", "config", True, False),
-        ("denied", "user", False, True),
-        ("abort", "user", False, True),
-        ("denied", "Config", False, False),
-    ],
-)
-def test_codex_verdicts(decision: str, source: str, accepted: bool, explicit: bool) -> None:
-    out = one(codex(decision=decision, source=source), CODEX_RESOURCE)
-    d = out.decision
-    assert out.harness == "codex" and d["session_id"] == "conv-1" and d["call_id"] == "call_1"
-    assert (d["accepted"], d["explicit"]) == (accepted, explicit)
 
 
 def test_codex_time_zero_takes_the_observed_time() -> None:
