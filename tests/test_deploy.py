@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from stream_app.app import create_app
 from stream_app.config import Settings
 from stream_app.models.dead_letter import Reason
 from stream_app.observability import metrics
+from tests.kustomize import kustomize, needs_kubectl
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
@@ -475,18 +475,10 @@ def test_the_worker_image_is_named_once_where_a_pushed_image_is_set() -> None:
     assert "docker push" in readme and "kustomize edit set image" in readme
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (for kustomize) not installed")
+@needs_kubectl
 @pytest.mark.parametrize("directory", [DEPLOY, MONITORING], ids=["deploy", "monitoring"])
 def test_kustomize_builds(directory: Path) -> None:
-    done = subprocess.run(
-        ["kubectl", "kustomize", str(directory)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    built = list(yaml.safe_load_all(done.stdout))
+    built = kustomize(directory)
     generated = [
         d for d in built if d["kind"] == "ConfigMap" and d["metadata"]["name"] != "stream-app"
     ]

@@ -4,13 +4,12 @@ pinned image (issue 51)."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
+
+from tests.kustomize import kustomize, needs_kubectl
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPONENT = ROOT / "deploy" / "otel-collector"
@@ -60,15 +59,7 @@ def test_the_collector_pod_passes_restricted_pod_security() -> None:
         assert context["capabilities"]["drop"] == ["ALL"]
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (for kustomize) not installed")
+@needs_kubectl
 def test_the_component_builds() -> None:
-    done = subprocess.run(
-        ["kubectl", "kustomize", str(COMPONENT)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    kinds = {d["kind"] for d in yaml.safe_load_all(done.stdout)}
+    kinds = {d["kind"] for d in kustomize(COMPONENT)}
     assert kinds == {"ConfigMap", "Deployment", "Service", "NetworkPolicy"}
