@@ -126,6 +126,24 @@ def otlp_count(r: ExportLogsServiceRequest) -> int:
     return sum(len(s.log_records) for rl in r.resource_logs for s in rl.scope_logs)
 
 
+async def post_eight_at_a_time(
+    http: aiohttp.ClientSession, port: int, bodies: list[bytes], total: int
+) -> float:
+    """POSTs ``total`` protobuf requests to /v1/logs on ``port``, the ``bodies`` in turn, 8
+    at a time, each to be answered 200; the wall clock seconds they took."""
+    url = f"http://127.0.0.1:{port}/v1/logs"
+
+    async def post(i: int) -> None:
+        body = bodies[i % len(bodies)]
+        async with http.post(url, data=body, headers={"Content-Type": PROTOBUF}) as r:
+            assert r.status == 200, r.status
+
+    start = time.perf_counter()
+    for at in range(0, total, 8):
+        await asyncio.gather(*(post(i) for i in range(at, min(at + 8, total))))
+    return time.perf_counter() - start
+
+
 async def receiver(requests: list[ExportLogsServiceRequest], total: int) -> tuple[float, float]:
     async def send(record: bytes) -> None:
         return None
@@ -139,19 +157,9 @@ async def receiver(requests: list[ExportLogsServiceRequest], total: int) -> tupl
     port = runner.addresses[0][1]
     bodies = [r.SerializeToString() for r in requests]
     count = otlp_count(requests[0])
-    url = f"http://127.0.0.1:{port}/v1/logs"
     try:
         async with aiohttp.ClientSession() as http:
-
-            async def post(i: int) -> None:
-                body = bodies[i % len(bodies)]
-                async with http.post(url, data=body, headers={"Content-Type": PROTOBUF}) as r:
-                    assert r.status == 200, r.status
-
-            start = time.perf_counter()
-            for at in range(0, total, 8):
-                await asyncio.gather(*(post(i) for i in range(at, min(at + 8, total))))
-            wall = time.perf_counter() - start
+            wall = await post_eight_at_a_time(http, port, bodies, total)
     finally:
         await runner.cleanup()
     return total / wall, total * count / wall
@@ -323,17 +331,7 @@ async def receiver_on_broker(args: argparse.Namespace) -> tuple[float, float]:
         measure.running(on, 1, args.workdir) as (_, _, _, ports),
         aiohttp.ClientSession() as http,
     ):
-        url = f"http://127.0.0.1:{ports[0]}/v1/logs"
-
-        async def post(i: int) -> None:
-            body = load.bodies[i % len(load.bodies)]
-            async with http.post(url, data=body, headers={"Content-Type": PROTOBUF}) as r:
-                assert r.status == 200, r.status
-
-        start = time.perf_counter()
-        for at in range(0, total, 8):
-            await asyncio.gather(*(post(i) for i in range(at, min(at + 8, total))))
-        wall = time.perf_counter() - start
+        wall = await post_eight_at_a_time(http, ports[0], load.bodies, total)
     return total / wall, total * args.batch / wall
 
 
