@@ -22,6 +22,7 @@ import os
 import shutil
 import signal
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -128,10 +129,11 @@ def write_dataset(
     parquet = parquet or (is_parquet(out) and not folder)
     if parquet:
         require_parquet()
+    writing = _Writing(read, options, source, progress, provenance)
     if folder:
         check_replaceable(out)
-        return _write_folder(read, options, out, source, progress, provenance, parquet)
-    return _write_files(read, options, out, source, progress, provenance)
+        return _write_folder(writing, out, parquet)
+    return _write_files(writing, out)
 
 
 def _stage(
@@ -241,25 +243,47 @@ def _number_shards(outs: dict[Split, SplitFiles], staged: Callable[[Path], Path]
         target.shards = numbered
 
 
-def _write_files(
-    read: TurnLines,
-    options: Options,
-    out: Path,
-    source: str,
-    progress: Callable[[int], None] | None,
-    provenance: Provenance | None,
-) -> Manifest:
-    sidecars = options.format in ("chat", "kto", "dpo")
+@dataclass(frozen=True)
+class _Writing:
+    """What one export writes, whichever its layout: the turns read, the options, where they
+    came from (for the manifest), whom to tell the records written."""
+
+    read: TurnLines
+    options: Options
+    source: str
+    progress: Callable[[int], None] | None
+    provenance: Provenance | None
+
+    @property
+    def sidecars(self) -> bool:
+        """Whether each data file has its sidecar of metadata, a line for each of its records
+        (the chat, kto and dpo formats)."""
+        return self.options.format in ("chat", "kto", "dpo")
+
+    def stage(
+        self, outs: dict[Split, SplitFiles], staged: Callable[[Path], Path], parquet: bool
+    ) -> tuple[Skips, int]:
+        return _stage(self.read, self.options, outs, staged, parquet, self.progress)
+
+    def manifest(
+        self, outs: dict[Split, SplitFiles], files: list[ManifestFile], skips: Skips, shared: int
+    ) -> Manifest:
+        return build_manifest(
+            self.read, self.options, self.source, self.provenance, outs, files, skips, shared
+        )
+
+
+def _write_files(writing: _Writing, out: Path) -> Manifest:
     outs = {
-        split: SplitFiles(split, path, sidecar(path) if sidecars else None)
-        for split, path in output_paths(out, options.eval_fraction)
+        split: SplitFiles(split, path, sidecar(path) if writing.sidecars else None)
+        for split, path in output_paths(out, writing.options.eval_fraction)
     }
     staged = [p for t in outs.values() for p in (t.data, t.meta) if p is not None]
     target = manifest_path(out)
     try:
-        skips, shared = _stage(read, options, outs, partial, is_parquet(out), progress)
+        skips, shared = writing.stage(outs, partial, is_parquet(out))
         files = _files(outs, partial, out.parent)
-        manifest = build_manifest(read, options, source, provenance, outs, files, skips, shared)
+        manifest = writing.manifest(outs, files, skips, shared)
         partial(target).write_bytes(manifest_bytes(manifest))
         with signals_held():
             target.unlink(missing_ok=True)  # no manifest describes a set half replaced
@@ -275,18 +299,10 @@ def _write_files(
             partial(path).unlink(missing_ok=True)
 
 
-def _write_folder(
-    read: TurnLines,
-    options: Options,
-    out: Path,
-    source: str,
-    progress: Callable[[int], None] | None,
-    provenance: Provenance | None,
-    parquet: bool,
-) -> Manifest:
+def _write_folder(writing: _Writing, out: Path, parquet: bool) -> Manifest:
     building = partial(out)
     ext = "parquet" if parquet else "jsonl"
-    sidecars = options.format in ("chat", "kto", "dpo")
+    sidecars, options = writing.sidecars, writing.options
     splits: list[Split] = ["train"] if options.eval_fraction is None else ["train", "eval"]
     outs: dict[Split, SplitFiles] = {}
     for split in splits:
@@ -310,13 +326,13 @@ def _write_folder(
         (building / "data").mkdir(parents=True)
         if sidecars:
             (building / "metadata").mkdir()
-        skips, shared = _stage(read, options, outs, staged, ext == "parquet", progress)
+        skips, shared = writing.stage(outs, staged, ext == "parquet")
         _number_shards(outs, staged)
         files = _files(outs, staged, out)
         for empty in ("data", "metadata"):  # nothing written in them: not there either
             with contextlib.suppress(OSError):
                 (building / empty).rmdir()
-        manifest = build_manifest(read, options, source, provenance, outs, files, skips, shared)
+        manifest = writing.manifest(outs, files, skips, shared)
         (building / "manifest.json").write_bytes(manifest_bytes(manifest))
         (building / "README.md").write_text(card(manifest, options, ext, outs))
         with signals_held():
