@@ -11,7 +11,12 @@ from typing import IO, NamedTuple, cast
 
 import orjson
 
-from stream_app.datasets.conversation import conversation, prompt_hash, response_bytes
+from stream_app.datasets.conversation import (
+    TurnStep,
+    conversation,
+    prompt_hash,
+    response_bytes,
+)
 from stream_app.datasets.options import Options
 from stream_app.datasets.profiles import pair_row
 from stream_app.datasets.record_types import ChatMessage, Item, KtoRow
@@ -22,15 +27,24 @@ from stream_app.datasets.verdicts import metadata, verdict
 MAX_PAIRS = 3  # dpo: pairs written per prompt
 
 
-def kto_rows(
+def _judged(
     session_id: str, turns: list[SessionTurn], options: Options, skips: Skips
-) -> Iterator[Item]:
-    """One row per turn with a verdict: TRL's unpaired preference format, conversational."""
+) -> Iterator[tuple[TurnStep, bool]]:
+    """The session's turns that have a verdict, each with it (accepted or not); a turn
+    without one is counted in ``skips`` with the reason."""
     for step in conversation(session_id, turns, options, skips):
         label = verdict(step.turn, options.include_implicit)
         if isinstance(label, SkipReason):
             skips.add(step.key, label)
-            continue
+        else:
+            yield step, label
+
+
+def kto_rows(
+    session_id: str, turns: list[SessionTurn], options: Options, skips: Skips
+) -> Iterator[Item]:
+    """One row per turn with a verdict: TRL's unpaired preference format, conversational."""
+    for step, label in _judged(session_id, turns, options, skips):
         prompt = list(step.before)
         row: KtoRow = {"prompt": prompt, "completion": [step.completion], "label": label}
         key = prompt_hash(prompt)
@@ -88,11 +102,7 @@ def dpo_rows(read: TurnLines, options: Options, skips: Skips) -> Iterator[Item]:
 def _pairs(read: TurnLines, options: Options, skips: Skips, spool: _Spool) -> Iterator[Item]:
     prompts: dict[str, _Prompt] = {}
     for session_id, turns in sessions(read, skips):
-        for step in conversation(session_id, turns, options, skips):
-            label = verdict(step.turn, options.include_implicit)
-            if isinstance(label, SkipReason):
-                skips.add(step.key, label)
-                continue
+        for step, label in _judged(session_id, turns, options, skips):
             key = prompt_hash(step.before)
             entry = prompts.get(key)
             if entry is None:
