@@ -14,7 +14,6 @@ import aiohttp
 import orjson
 import pytest
 from aiohttp import web
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from pydantic import SecretStr
 
 from stream_app.core.policy import Policy
@@ -233,20 +232,12 @@ def test_the_sdks_otlp_http_exporter_is_answered_and_its_records_translated() ->
 
 
 def test_a_large_or_gzip_body_is_checked_off_the_event_loop(
-    monkeypatch: pytest.MonkeyPatch,
+    decode_threads: list[int],
 ) -> None:
     """Which thread decodes each body, not how long it takes: 200 log records of OTLP JSON
     (some 100 KiB, ~25 ms to decode), plain or gzip (which aiohttp unpacks a chunk at a time
     as it reads), are decoded in a thread; a small protobuf body on the event loop (a thread
     would cost it more than it saves); a body still gzip once read is unpacked in a thread."""
-    threads: list[int] = []
-    real = otlp.decode
-
-    def decode(value: bytes, encoding: otlp.Encoding | None = None) -> ExportLogsServiceRequest:
-        threads.append(threading.get_ident())
-        return real(value, encoding)
-
-    monkeypatch.setattr(otlp, "decode", decode)
     big = request([claude_code(tool_use_id=f"toolu_{i}") for i in range(200)], CLAUDE_RESOURCE)
     large_json = otlp.encode_json(big)
     assert len(large_json) > 4 * 1024
@@ -270,7 +261,7 @@ def test_a_large_or_gzip_body_is_checked_off_the_event_loop(
         return threading.get_ident()
 
     loop_thread = asyncio.run(run())
-    small, large, gzipped = threads
+    small, large, gzipped = decode_threads
     assert small == loop_thread
     assert large != loop_thread and gzipped != loop_thread
     assert in_thread(gzip.compress(BODY), PROTOBUF, "gzip")

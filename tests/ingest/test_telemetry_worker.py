@@ -11,7 +11,6 @@ from typing import Any, cast
 
 import pytest
 from faust.types import Message
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
 from stream_app.checkpointing.batches import Batch
 from stream_app.core.policy import Policy
@@ -151,20 +150,12 @@ async def _no_pause() -> None:
 
 
 def test_a_large_record_is_decoded_off_the_event_loop_and_applied_as_inline(
-    monkeypatch: pytest.MonkeyPatch,
+    decode_threads: list[int],
 ) -> None:
     """Which thread decodes, not how long it takes: a large OTLP JSON record (as a
     Collector's ``otlp_json`` writes it) is decoded in a thread, a small protobuf one on the
     event loop; the large one's decisions and dead letters are those of one step, in order,
     and its batch is asked for once, after the last log record."""
-    threads: list[int] = []
-    real = otlp.decode
-
-    def decode(value: bytes, encoding: otlp.Encoding | None = None) -> ExportLogsServiceRequest:
-        threads.append(threading.get_ident())
-        return real(value, encoding)
-
-    monkeypatch.setattr(otlp, "decode", decode)
     large = otlp.encode_json(otlp.decode(big_record(60)))
     assert telemetry.decodes_in_thread(large)
     small = big_record(3)
@@ -186,9 +177,9 @@ def test_a_large_record_is_decoded_off_the_event_loop_and_applied_as_inline(
         await worker.apply_telemetry(telemetry_message(small, 1), add(batches[1]), _no_pause)
         return threading.get_ident(), *batches, asked
 
-    threads.clear()
+    decode_threads.clear()
     loop_thread, got, after, asked = asyncio.run(run())
-    off_loop, on_loop = threads
+    off_loop, on_loop = decode_threads
     assert off_loop != loop_thread and on_loop == loop_thread
     assert asked == ["0", "1"]
     assert got.forward == expected.forward and len(got.forward) == 20
