@@ -36,6 +36,13 @@ def example_lines() -> list[dict[str, Any]]:
     ]
 
 
+def session_lines() -> list[dict[str, Any]]:
+    """The example's first session alone, without its retry (the fork that gives the
+    datasets' dpo pair): the tests that count one session's turns, records and dead
+    letters on a worker."""
+    return [line for line in example_lines() if b"sess-7f3a-retry" not in orjson.dumps(line)]
+
+
 def replayed(
     lines: list[dict[str, Any]], topics: dict[str, str], **limits: int
 ) -> tuple[dict, Counter]:

@@ -25,7 +25,7 @@ from stream_app.datasets.topic import export
 from stream_app.models.topics import partition_for
 from tests.contracts import assert_valid_turn
 from tests.kafka_io import create_topics, from_the_start
-from tests.test_app import PARTITIONS, Pipeline, example_lines, replayed, unstamp
+from tests.test_app import PARTITIONS, Pipeline, replayed, session_lines, unstamp
 
 pytestmark = pytest.mark.broker
 
@@ -130,7 +130,7 @@ def test_every_turn_goes_final_once_within_seconds_of_its_window_with_no_input_a
 ) -> None:
     window = 5.0
     with final_topic(pipeline, window) as finals:
-        lines = example_lines()
+        lines = session_lines()
         expected, letters = replayed(lines, pipeline.topics)
         worker = pipeline.worker().start()
         worker.wait_ready()

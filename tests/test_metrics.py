@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from stream_app.broker.embedded import EmbeddedBroker
 from tests.kafka_io import final_turns
-from tests.test_app import Pipeline, assigned, example_lines
+from tests.test_app import Pipeline, assigned, session_lines
 
 pytestmark = pytest.mark.broker
 
@@ -32,7 +32,7 @@ def test_counters_move_exactly_as_the_example_requires(
 ) -> None:
     p = Pipeline(broker, topics, workdir, input_partitions=1)
     try:
-        lines = example_lines()
+        lines = session_lines()
         worker = p.worker()
         worker.start().wait_ready()
         # Messages first, then decisions: every decision arrives after its turn.
@@ -93,7 +93,7 @@ def test_a_session_is_answered_by_its_owner_whichever_worker_is_asked(pipeline: 
         60,
         "both workers to own partitions",
     )
-    p.publish([line for line in example_lines() if line["topic"] == "messages"])
+    p.publish([line for line in session_lines() if line["topic"] == "messages"])
     p.turns.wait_until(lambda: len(final_turns(p.turns)) == 4, 60, "4 turns")
     answers = []
     for worker in (first, second):

@@ -33,7 +33,7 @@ from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
 from stream_app.broker.embedded import EmbeddedBroker, free_port
 from stream_app.config import Settings, SettingsError, load_settings
 from tests.kafka_io import create_topics, publish
-from tests.test_app import PARTITIONS, example_lines
+from tests.test_app import PARTITIONS, session_lines
 from tests.tls_proxy import TlsProxy
 from tests.worker_process import WorkerProcess
 
@@ -296,7 +296,7 @@ def test_a_worker_and_tail_run_through_tls(tls: Tls, topics: dict[str, str], wor
         assert tls.proxy.accepted > before
         sent = publish(
             tls.bootstrap,
-            [line for line in example_lines() if line["topic"] == "messages"],
+            [line for line in session_lines() if line["topic"] == "messages"],
             {
                 "messages": topics["STREAM_APP_TOPIC_MESSAGES"],
                 "decisions": topics["STREAM_APP_TOPIC_DECISIONS"],

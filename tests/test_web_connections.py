@@ -31,7 +31,7 @@ from stream_app.worker import web_server
 from stream_app.worker.web_auth import guard_faust_views
 from stream_app.worker.web_server import HEADER_TIMEOUT, KEEPALIVE_TIMEOUT, Limits
 from tests.kafka_io import final_turns
-from tests.test_app import Pipeline, example_lines
+from tests.test_app import Pipeline, session_lines
 from tests.worker_process import WorkerProcess
 
 T = TypeVar("T")
@@ -162,7 +162,7 @@ def test_idle_connections_past_the_open_file_limit_leave_the_probes_answering(
             s.close()
 
     # Kafka's connections and RocksDB's files were left their share: records go through.
-    p.publish([line for line in example_lines() if line["topic"] == "messages"])
+    p.publish([line for line in session_lines() if line["topic"] == "messages"])
     p.turns.wait_until(lambda: len(final_turns(p.turns)) == 4, 60, "4 turns")
     assert get(worker.port, "/health", timeout=5) == 200
     log = worker.log.read_text()

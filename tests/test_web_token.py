@@ -28,7 +28,7 @@ from pydantic import SecretStr
 from stream_app.config import load_settings
 from stream_app.worker.web_auth import authorized, guard_faust_views, requires_token
 from tests.kafka_io import final_turns
-from tests.test_app import Pipeline, assigned, example_lines
+from tests.test_app import Pipeline, assigned, session_lines
 from tests.test_config import refused
 
 TOKEN = "s3ssions-are-chat-content"
@@ -88,7 +88,7 @@ def test_sessions_need_the_token_on_every_worker_and_the_rest_stays_open(
     p.turns.wait_until(
         lambda: all(assigned(w) for w in workers), 60, "both workers to own partitions"
     )
-    p.publish([line for line in example_lines() if line["topic"] == "messages"])
+    p.publish([line for line in session_lines() if line["topic"] == "messages"])
     p.turns.wait_until(lambda: len(final_turns(p.turns)) == 4, 60, "4 turns")
 
     answers = []

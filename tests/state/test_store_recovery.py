@@ -130,7 +130,7 @@ def test_a_worker_whose_session_partition_will_not_open_rebuilds_it_from_the_cha
     assert sorted(e["path"] for e in moved) == [str(db) for db in damaged]
     assert all("Corruption" in e["error"] for e in moved)
     recovered = _named(_events_of(worker.log), "recovery_done")
-    assert recovered[-1]["sessions"] == 1  # the session came back from the changelog
+    assert recovered[-1]["sessions"] == 2  # the session and its retry came back
     # The decisions revise turns that only the rebuilt state knows.
     p.publish([line for line in example_lines() if line["topic"] == "decisions"])
     p.wait_for(expected, expected_letters, timeout=60)
