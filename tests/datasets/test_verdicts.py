@@ -24,7 +24,7 @@ from stream_app.datasets.files import write_dataset
 from stream_app.datasets.options import Options
 from stream_app.datasets.skips import SKIPS
 from stream_app.datasets.turn_lines import read_turn_lines
-from tests.factories import ORG
+from tests.factories import ORG, decision
 
 ROLES = {"system", "user", "assistant", "tool"}
 
@@ -233,24 +233,11 @@ def test_dpo_says_why_a_turn_is_not_in_a_pair(
 
 
 def _decision() -> dict[str, Any]:
-    return {
-        "decision_id": "d",
-        "session_id": "s",
-        "org_id": ORG,
-        "user_id": "u",
-        "agent_harness": "claude-code",
-        "file_path": "a.py",
-        "accepted": True,
-        "explicit": True,
-        "interaction_mode": "agent",
-        "commit_sha": None,
-        "call_id": None,
-        "edit_retention_score": None,
-        "observation_delay_ms": None,
-        "occurred_at": "2026-11-29T10:00:00Z",
-        "captured_at": "2026-11-29T10:00:00Z",
-        "raw": {},
-    }
+    """An explicit acceptance of ``ORG``, as a turn holds it."""
+    at = "2026-11-29T10:00:00Z"
+    return decision(
+        "s", None, decision_id="d", occurred_at=at, captured_at=at, user_id="u", file_path="a.py"
+    )
 
 
 def _key(meta: dict[str, Any]) -> str:
