@@ -5,6 +5,7 @@ for, and how records are split into requests or encoded changes nothing."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
 import orjson
 import pytest
@@ -77,38 +78,56 @@ def test_claude_code_accept_by_a_person() -> None:
     DecisionPayload.model_validate(orjson.loads(out.value))
 
 
-# Each harness's decision record, with the resource it is exported under and the session and
-# call it names by default.
-VERDICT_RECORDS: dict[str, tuple[Callable[..., LogRecord], Mapping[str, Attr], str, str]] = {
-    "claude-code": (claude_code, CLAUDE_RESOURCE, "sess-cc", "toolu_01"),
-    "codex": (codex, CODEX_RESOURCE, "conv-1", "call_1"),
+class Harness(NamedTuple):
+    """A harness's decision record, with the resource it is exported under, the session and
+    call it names by default, and docs/records.md's table of it: its ``decision`` says
+    ``accepted``, its ``source`` says ``explicit``, each whatever the other is."""
+
+    record: Callable[..., LogRecord]
+    resource: Mapping[str, Attr]
+    session: str
+    call_id: str
+    accepted: dict[str, bool]
+    explicit: dict[str, bool]
+
+
+HARNESSES = {
+    "claude-code": Harness(
+        claude_code,
+        CLAUDE_RESOURCE,
+        "sess-cc",
+        "toolu_01",
+        {"accept": True, "reject": False},
+        {
+            "user_permanent": True,
+            "user_temporary": True,
+            "user_reject": True,
+            "user_abort": True,
+            "config": False,
+            "hook": False,
+        },
+    ),
+    "codex": Harness(
+        codex,
+        CODEX_RESOURCE,
+        "conv-1",
+        "call_1",
+        {"approved": True, "approved_for_session": True, "denied": False, "abort": False},
+        {"user": True, "User": True, "config": False, "Config": False},
+    ),
 }
 
 
 @pytest.mark.parametrize(
-    ("harness", "decision", "source", "accepted", "explicit"),
-    [
-        ("claude-code", "accept", "config", True, False),
-        ("claude-code", "accept", "hook", True, False),
-        ("claude-code", "accept", "user_permanent", True, True),
-        ("claude-code", "reject", "user_reject", False, True),
-        ("claude-code", "reject", "user_abort", False, True),
-        ("claude-code", "reject", "config", False, False),
-        ("claude-code", "reject", "hook", False, False),
-        ("codex", "approved", "user", True, True),
-        ("codex", "approved_for_session", "user", True, True),
-        ("codex", "approved", "config", True, False),
-        ("codex", "denied", "user", False, True),
-        ("codex", "abort", "user", False, True),
-        ("codex", "denied", "Config", False, False),
-    ],
+    ("harness", "decision", "source"),
+    [(name, d, s) for name, h in HARNESSES.items() for d in h.accepted for s in h.explicit],
 )
-def test_verdicts(harness: str, decision: str, source: str, accepted: bool, explicit: bool) -> None:
-    build, resource, session, call_id = VERDICT_RECORDS[harness]
-    out = one(build(decision=decision, source=source), resource)
+def test_verdicts(harness: str, decision: str, source: str) -> None:
+    h = HARNESSES[harness]
+    out = one(h.record(decision=decision, source=source), h.resource)
     d = out.decision
-    assert out.harness == harness and d["session_id"] == session and d["call_id"] == call_id
-    assert (d["accepted"], d["explicit"]) == (accepted, explicit)
+    assert out.harness == harness and d["session_id"] == h.session and d["call_id"] == h.call_id
+    assert (d["accepted"], d["explicit"]) == (h.accepted[decision], h.explicit[source])
 
 
 def test_claude_code_file_from_tool_parameters_and_raw_redacted() -> None:
