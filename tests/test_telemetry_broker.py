@@ -19,9 +19,9 @@ import pytest
 from confluent_kafka import Producer
 
 from stream_app.broker.embedded import EmbeddedBroker
+from tests.ingest.message_lines import a_turn
 from tests.ingest.otlp_records import (
     CLAUDE_RESOURCE,
-    a_turn,
     claude_api_request,
     claude_code,
     codex,

@@ -1,11 +1,10 @@
 """Log records as the agents emit them, built with ``opentelemetry-proto``: Claude Code's,
 Codex's and Copilot Chat's decision events and their neighbours (docs/records.md, "Agents'
-telemetry"), and the turns on the messages topic that those decisions name."""
+telemetry")."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
@@ -65,35 +64,6 @@ def request(
     scope_logs.scope.name = scope
     scope_logs.log_records.extend(records)
     return out
-
-
-def message(session: str, n: int, role: str, **fields: Any) -> dict[str, Any]:
-    """A line of the messages topic: message ``n`` of ``session``."""
-    return {
-        "topic": "messages",
-        "key": session,
-        "value": {
-            "conversationId": session,
-            "message": {"role": role, "sequence": str(n), **fields},
-        },
-    }
-
-
-def a_turn(session: str, message_id: str, call_id: str) -> list[dict[str, Any]]:
-    """A user's prompt and the assistant's answer with one tool call: one turn, named by
-    ``message_id`` and ``call_id``, for a decision to join."""
-    return [
-        message(session, 1, "ROLE_USER", messageId=f"{message_id}-u", content=[{"text": "go"}]),
-        message(
-            session,
-            2,
-            "ROLE_ASSISTANT",
-            messageId=message_id,
-            finishReason="tool_calls",
-            content=[{"text": "editing"}],
-            toolCalls=[{"id": call_id, "name": "Edit", "arguments": "{}"}],
-        ),
-    ]
 
 
 CLAUDE_RESOURCE: dict[str, Attr] = {"service.name": "claude-code", "service.version": "2.1.0"}

@@ -12,9 +12,9 @@ import orjson
 from stream_app.cli.replay import replay, summary
 from stream_app.config import Settings
 from stream_app.ingest import otlp
+from tests.ingest.message_lines import a_turn
 from tests.ingest.otlp_records import (
     CLAUDE_RESOURCE,
-    a_turn,
     claude_api_request,
     claude_code,
     codex,
