@@ -1,0 +1,28 @@
+"""Scratch space on disk for what an export must hold until its input is read: SQLite's
+private temporary database, whose page cache is the only part in memory.
+
+An export's input can hold any number of turns, and some answers need all of them before the
+first record is written (the latest revision of each key, the sessions in the order of their
+first turn, the turns of one prompt anywhere in the input). Held in Python, that grows with
+the input; held here, memory is the cache (``CACHE_KIB``) and SQLite's sorter, whatever the
+input's size, and the file goes away when the connection closes.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+CACHE_KIB = 16 * 1024  # the page cache of one scratch database
+
+
+def scratch_database(schema: str) -> sqlite3.Connection:
+    """A new private temporary database (an empty file name: on disk, deleted on close) with
+    ``schema`` applied, in autocommit mode: the caller opens a transaction around a run of
+    writes (``BEGIN`` ... ``COMMIT``), as nothing here needs to survive a crash."""
+    db = sqlite3.connect("", isolation_level=None, check_same_thread=False)
+    db.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
+    db.execute("PRAGMA journal_mode = OFF")
+    db.execute("PRAGMA synchronous = OFF")
+    db.execute("PRAGMA temp_store = FILE")
+    db.executescript(schema)
+    return db
