@@ -654,16 +654,12 @@ def test_export_from_a_file_draws_a_progress_bar_on_a_terminal(tmp_path: Path) -
 def test_a_topic_export_keeps_each_turn_at_the_place_of_its_first_emission() -> None:
     """A turn revised after a later turn of its session (a late decision) is written where
     it was first emitted, as on the final topic: the chat history comes in that order."""
-    from stream_app.core.revisions import Latest, RevisionHeaders, TurnRecord
+    from stream_app.core.revisions import RevisionHeaders
 
-    def record(offset: int, key: bytes, revision: int) -> TurnRecord:
-        return TurnRecord(0, offset, key, b"{}", RevisionHeaders("s", revision, 1.0))
-
-    latest = Latest()
+    read = TurnLines()
     for offset, key, revision in [(0, b"a", 1), (1, b"b", 1), (2, b"a", 2), (3, b"c", 1)]:
-        latest.add(record(offset, key, revision))
-    chosen, _ = latest.select(now=2.0, include_open=False)
-    assert [(r.key, r.offset) for r in chosen] == [(b"a", 2), (b"b", 1), (b"c", 3)]
+        read.add_revision(0, offset, key, RevisionHeaders("s", revision, 1.0), (offset, 1))
+    assert list(read.entries()) == [("a", (2, 1)), ("b", (1, 1)), ("c", (3, 1))]
 
 
 def test_docs_name_every_field_and_reason_and_the_readme_command_parses() -> None:

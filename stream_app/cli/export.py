@@ -175,7 +175,6 @@ def _command(args: argparse.Namespace) -> int:
     from stream_app.datasets.manifest import written
     from stream_app.datasets.options import Options
     from stream_app.datasets.topic import ExportError, spool_turns, summary
-    from stream_app.datasets.turn_lines import TurnLines
     from stream_app.datasets.writers import DatasetError, require_parquet
 
     settings = load_settings()
@@ -213,7 +212,7 @@ def _command(args: argparse.Namespace) -> int:
                 spool = held.enter_context(tempfile.TemporaryFile(prefix="stream-app-export-"))
                 offsets: dict[int, tuple[int, int]] = {}
                 with progress("exporting", in_bytes=False) as bar:
-                    counts, chosen = asyncio.run(
+                    counts, read = asyncio.run(
                         spool_turns(
                             settings,
                             spool,
@@ -222,11 +221,10 @@ def _command(args: argparse.Namespace) -> int:
                             include_open=args.include_open,
                             progress=bar.update,
                             offsets=offsets,
+                            max_bytes=args.max_example_bytes,
                         )
                     )
-                read = TurnLines(source=spool, max_bytes=args.max_example_bytes)
-                for key, at, length in chosen:
-                    read.add_keyed(key, at, length)
+                held.callback(read.close)
                 default = settings.topic_turns if args.include_open else settings.topic_final
                 topic = args.topic or default
                 said.append(summary(counts, args.include_open, topic))
@@ -361,4 +359,5 @@ def _read_turns_file(
         read = read_turns_file(
             source, max_bytes, digest.update, lambda done: bar.update(done, size)
         )
+    held.callback(read.close)
     return read, digest.hexdigest()

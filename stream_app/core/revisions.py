@@ -13,9 +13,9 @@ which revision a record is and when its turn can no longer change, without readi
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import orjson
 
@@ -66,18 +66,15 @@ def turn_identity(key: bytes) -> bytes:
     return key
 
 
-@dataclass(frozen=True, slots=True)
-class TurnRecord:
-    """One record of the turn topic, as far as choosing and writing the latest goes."""
+class Kept(NamedTuple):
+    """Which record of a turn key a reader keeps, as far as telling a later one goes."""
 
     partition: int
     offset: int
-    key: bytes
-    value: bytes | None  # None: a tombstone, which deletes the key on a compacted topic
-    headers: RevisionHeaders | None
+    revision: int | None  # from its revision headers; None: it has none
 
 
-def _replaces(new: TurnRecord, old: TurnRecord) -> bool:
+def replaces(new: Kept, old: Kept) -> bool:
     """Whether ``new`` is a later revision of the same key than ``old``.
 
     In one partition, the later offset is (Kafka's order, what compaction keeps). A key in
@@ -87,50 +84,12 @@ def _replaces(new: TurnRecord, old: TurnRecord) -> bool:
     """
     if new.partition == old.partition:
         return new.offset > old.offset
-    if new.headers is not None and old.headers is not None:
-        return new.headers.revision >= old.headers.revision
+    if new.revision is not None and old.revision is not None:
+        return new.revision >= old.revision
     return True
 
 
-@dataclass(slots=True)
-class Latest:
-    """The latest revision of every key, fed the turn topic's records in any partition order
-    (each partition in offset order), by the turn each names (``turn_identity``). A record
-    kept is kept under that key, whatever its own spelling."""
-
-    # A key keeps the place of its first record (a dict keeps a key where it was first put):
-    # within a partition, the order its turns were first emitted in.
-    records: dict[bytes, TurnRecord] = field(default_factory=dict)
-    read: int = 0
-
-    def add(self, record: TurnRecord) -> None:
-        self.read += 1
-        key = turn_identity(record.key)
-        if key != record.key:
-            record = replace(record, key=key)
-        old = self.records.get(key)
-        if old is None or _replaces(record, old):
-            self.records[key] = record
-
-    def select(self, now: float, include_open: bool) -> tuple[list[TurnRecord], Counter[str]]:
-        """The latest revisions to write, by partition and in each in the order the turns were
-        first emitted (the offset of a key's first record, as on the final topic), and counts.
-
-        A turn is final when its ``final_after`` is before ``now``; one without headers is
-        counted open, as nothing says it cannot change. Deleted keys are not written.
-        """
-        counts: Counter[str] = Counter(records_read=self.read, keys=len(self.records))
-        chosen = []
-        for record in self.records.values():
-            if record.value is None:
-                counts["deleted"] += 1
-                continue
-            if record.headers is None:
-                counts["without_headers"] += 1
-            final = record.headers is not None and record.headers.final_after < now
-            counts["final" if final else "open"] += 1
-            if final or include_open:
-                chosen.append(record)
-        chosen.sort(key=lambda r: r.partition)  # stable: first emissions stay in order
-        counts["written"] = len(chosen)
-        return chosen, counts
+def is_final(final_after: float | None, now: float) -> bool:
+    """Whether nothing revises the turn after ``now``, given its headers' ``final_after``
+    (None: a record without headers, which cannot tell, and is counted open)."""
+    return final_after is not None and final_after < now

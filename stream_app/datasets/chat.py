@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from stream_app.datasets.conversation import conversation, prompt_hash
 from stream_app.datasets.options import Options
@@ -14,7 +14,7 @@ from stream_app.datasets.verdicts import accepted, metadata
 
 
 def chat_examples(
-    session_id: str, turns: list[SessionTurn], options: Options, skips: Skips
+    session_id: str, turns: Iterable[SessionTurn], options: Options, skips: Skips
 ) -> Iterator[Item]:
     """The session's chat examples, each assistant message a target once.
 

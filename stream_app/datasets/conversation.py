@@ -117,23 +117,29 @@ class TurnStep(NamedTuple):
 
 
 def conversation(
-    session_id: str, turns: list[SessionTurn], options: Options, skips: Skips
+    session_id: str, turns: Iterable[SessionTurn], options: Options, skips: Skips
 ) -> Iterator[TurnStep]:
     """The session's turns whose history can be rebuilt, in order. A message a turn holds
     after its assistant message (a later ``sequence`` that arrived first) opens the next
     turn's part of the history. Once a turn breaks the history, every later turn of the
-    session is skipped too. ``before`` is shared: a consumer copies what it keeps."""
+    session is skipped too. ``before`` is shared: a consumer copies what it keeps.
+
+    Every example of a turn holds its ``before``, so once that is over
+    ``options.max_example_bytes`` (as TRL writes messages: OpenAI's are larger), this turn
+    and every later one of the session are ``too_large``, and the history is let go: what
+    is held is never much more than the largest example written."""
     history: list[ChatMessage] = []
+    held = 0  # bytes of history, each message as orjson writes it
     loop = ToolLoop()
     problem: SkipReason | None = None  # a break the next turn meets in its history
-    broken = False
+    broken: SkipReason | None = None  # what every later turn of the session is skipped as
     for key, parsed in turns:
-        if broken:
-            skips.add(key, SkipReason.SESSION_BROKEN)
+        if broken is not None:
+            skips.add(key, broken)
             continue
         if isinstance(parsed, SkipReason) or problem is not None:
             skips.add(key, parsed if isinstance(parsed, SkipReason) else cast(SkipReason, problem))
-            broken = True
+            broken = SkipReason.SESSION_BROKEN
             continue
         turn = parsed if options.keep_credentials else redacted(parsed, skips)
         end = cast(int, completing_index(turn)) + 1
@@ -141,14 +147,25 @@ def conversation(
         problem = loop.extend(head) if head_holds else SkipReason.BROKEN_TOOL_LOOP
         if problem is not None:
             skips.add(key, problem)
-            broken = True
+            broken = SkipReason.SESSION_BROKEN
             continue
         history.extend(head[:-1])
+        held += _sizes(head[:-1])
+        if held > options.max_example_bytes:
+            skips.add(key, SkipReason.TOO_LARGE)
+            broken = SkipReason.TOO_LARGE
+            history.clear()
+            continue
         yield TurnStep(key, turn, history, head[-1])
         history.append(head[-1])
         tail, tail_holds = chat_messages_of(turn["new_messages"][end:], options.reasoning)
         problem = loop.extend(tail) if tail_holds else SkipReason.BROKEN_TOOL_LOOP
         history.extend(tail)
+        held += _sizes([head[-1], *tail])
+
+
+def _sizes(messages: list[ChatMessage]) -> int:
+    return sum(len(orjson.dumps(message)) for message in messages)
 
 
 def prompt_hash(prompt: list[ChatMessage]) -> str:

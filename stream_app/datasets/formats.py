@@ -61,5 +61,5 @@ def records(read: TurnLines, options: Options, skips: Skips) -> Iterator[Item]:
         elif options.format == "kto":
             yield from kto_rows(session_id, turns, options, skips)
         elif (line := trajectory(session_id, turns, options, skips)) is not None:
-            keys = tuple(key for key, _ in turns)
+            keys = tuple(turns.turn_keys())
             yield Item(session_id, line, None, None, keys)

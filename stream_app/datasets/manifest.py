@@ -13,7 +13,7 @@ from stream_app.console.wording import counted
 from stream_app.datasets.layout import SPLIT_NAMES, is_folder, manifest_path
 from stream_app.datasets.options import Format, Options, Profile, Split
 from stream_app.datasets.skips import SkippedTurn, Skips
-from stream_app.datasets.turn_lines import TurnLines, turn_key
+from stream_app.datasets.turn_lines import TurnLines
 from stream_app.datasets.writers import SplitFiles
 from stream_app.models.json_types import JsonObject
 
@@ -141,8 +141,7 @@ def manifest_bytes(manifest: Manifest) -> bytes:
 
 
 def read_counts(read: TurnLines) -> ManifestRead:
-    sessions = {pair[0] for key in read.latest if (pair := turn_key(key)) is not None}
-    return {"records": read.records, "turns": len(read.latest), "sessions": len(sessions)}
+    return {"records": read.records, "turns": read.keys, "sessions": read.sessions}
 
 
 _UNITS = {

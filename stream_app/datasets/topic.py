@@ -16,6 +16,7 @@ Records produced after that are left for the next export.
 from __future__ import annotations
 
 import asyncio
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -31,7 +32,10 @@ from stream_app.broker.clients import ClientOptions, client_options, close_consu
 from stream_app.config import Settings
 from stream_app.console.wording import counted
 from stream_app.core.records import turns_line
-from stream_app.core.revisions import Latest, TurnRecord, read_headers, turn_identity
+from stream_app.core.revisions import is_final, read_headers
+from stream_app.datasets.options import MAX_EXAMPLE_BYTES
+from stream_app.datasets.skips import SkipReason
+from stream_app.datasets.turn_lines import TurnLines
 
 CONNECT_TIMEOUT = 30.0  # seconds for the consumer to reach the cluster
 IDLE_TIMEOUT = 30.0  # seconds without a record or a fetch response before export gives up
@@ -141,7 +145,7 @@ async def export(
     ``include_open`` the latest revision of every turn (from the turn topic); returns the
     counts. A record whose value is not JSON is counted ``not_turns``, not written."""
     with tempfile.TemporaryFile(prefix="stream-app-export-") as spool:
-        counts, chosen = await spool_turns(
+        counts, read = await spool_turns(
             settings,
             spool,
             bootstrap=bootstrap,
@@ -149,17 +153,21 @@ async def export(
             include_open=include_open,
             clock=clock,
             progress=progress,
+            max_bytes=sys.maxsize,
         )
-        for _, at, length in chosen:
-            spool.seek(at)
-            line = spool.read(length)
-            try:
-                orjson.loads(line)  # written as it is: it must be JSON
-            except orjson.JSONDecodeError:
-                counts["not_turns"] += 1
-                counts["written"] -= 1
-                continue
-            out.write(line)
+        try:
+            for _, where in read.entries():
+                assert not isinstance(where, SkipReason), "no line is over sys.maxsize"
+                line = read.line(where)
+                try:
+                    orjson.loads(line)  # written as it is: it must be JSON
+                except orjson.JSONDecodeError:
+                    counts["not_turns"] += 1
+                    counts["written"] -= 1
+                    continue
+                out.write(line)
+        finally:
+            read.close()
     return counts
 
 
@@ -173,64 +181,77 @@ async def spool_turns(
     clock: Callable[[], float] = time.time,
     progress: Callable[[int, int | None], None] | None = None,
     offsets: dict[int, tuple[int, int]] | None = None,
-) -> tuple[Counter[str], list[tuple[str, int, int]]]:
+    max_bytes: int = MAX_EXAMPLE_BYTES,
+) -> tuple[Counter[str], TurnLines]:
     """Reads the final topic (or, with ``include_open``, the turn topic) to its end,
-    appending each record as a TURNS line to ``spool`` as it comes; returns the counts and,
-    for every final turn (or the latest revision of every turn) in first-emission order,
-    its key and where its line is in ``spool`` (position, length).
+    appending each record as a TURNS line to ``spool`` as it comes; returns the counts and
+    the index of every final turn (or the latest revision of every turn) in ``spool``, in
+    first-emission order by partition.
 
-    Memory holds each key's latest position, not its value: the values wait in the spool
-    (a file: a topic is read once, in offset order, and any record may be the latest of its
-    key until the end, so each is kept where the dataset can read it back by position; a
-    Kafka offset would need a fetch per turn). Nothing is parsed here: the dataset's
-    formats parse each chosen line once.
+    The values wait in the spool (a file: a topic is read once, in offset order, and any
+    record may be the latest of its key until the end, so each is kept where the dataset can
+    read it back by position; a Kafka offset would need a fetch per turn); the index of
+    where each key's latest is waits on disk (``TurnLines``). Nothing is parsed here: the
+    dataset's formats parse each chosen line once.
     """
     began = clock()
-    latest = Latest()
-    where: dict[bytes, tuple[int, int]] = {}  # a key's latest record's line in the spool
+    read = TurnLines(source=spool, max_bytes=max_bytes)
     counts: Counter[str] = Counter()
     size = spool.seek(0, 2)
 
     def one(record: ConsumerRecord[bytes, bytes]) -> None:
         nonlocal size
-        if record.key is None:
+        key = record.key
+        if key is None or not _utf8(key):
             counts["not_turns"] += 1
             return
         headers = read_headers(record.headers)
-        value = None if record.value is None else b""  # the index: the value is spooled
-        latest.add(TurnRecord(record.partition, record.offset, record.key, value, headers))
-        identity = turn_identity(record.key)
-        kept = latest.records[identity]
-        if kept.partition != record.partition or kept.offset != record.offset:
-            return  # an older revision than the one kept (another partition's)
         if record.value is None:
-            where.pop(identity, None)
+            read.add_revision(record.partition, record.offset, key, headers, None)
             return
-        line = turns_line(record.key.decode("utf-8", "replace"), record.value)
+        line = turns_line(key.decode(), record.value)
         spool.write(line)
-        where[identity] = (size, len(line))
+        read.add_revision(record.partition, record.offset, key, headers, (size, len(line)))
         size += len(line)
 
     default = settings.topic_turns if include_open else settings.topic_final
     options = client_options(settings, bootstrap)
-    read = await read_to_end(options, topic or default, one, progress, offsets)
+    try:
+        counts["records_read"] = await read_to_end(
+            options, topic or default, one, progress, offsets
+        )
+    except BaseException:
+        read.close()
+        raise
     spool.flush()
     # A record of the final topic is final whatever its final_after says (a turn closed
     # early by a session limit, or by its session's expiry, is final before it).
-    chosen, selected = latest.select(began if include_open else float("inf"), True)
-    counts.update(selected)
-    counts["records_read"] = read
-    found: list[tuple[str, int, int]] = []
-    for record in chosen:
-        try:
-            key = record.key.decode()
-        except UnicodeDecodeError:
-            counts["not_turns"] += 1
-            counts["written"] -= 1
+    counts.update(kept_counts(read, began if include_open else float("inf")))
+    return counts, read
+
+
+def kept_counts(read: TurnLines, now: float) -> Counter[str]:
+    """The keys of a topic's index: how many, deleted, without headers, final at ``now`` or
+    open, and written (every one not deleted: an export reads every revision's latest)."""
+    counts: Counter[str] = Counter()
+    for deleted, final_after in read.kept():
+        counts["keys"] += 1
+        if deleted:
+            counts["deleted"] += 1
             continue
-        at, length = where[record.key]
-        found.append((key, at, length))
-    return counts, found
+        if final_after is None:
+            counts["without_headers"] += 1
+        counts["final" if is_final(final_after, now) else "open"] += 1
+        counts["written"] += 1
+    return counts
+
+
+def _utf8(key: bytes) -> bool:
+    try:
+        key.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def summary(counts: Counter[str], include_open: bool, topic: str) -> str:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import io
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import IO, NamedTuple, cast
 
@@ -14,7 +15,9 @@ import orjson
 from pydantic import ValidationError
 
 from stream_app.core.records import turn_key as worker_key
+from stream_app.core.revisions import Kept, RevisionHeaders, replaces, turn_identity
 from stream_app.datasets.options import MAX_EXAMPLE_BYTES
+from stream_app.datasets.scratch import scratch_database
 from stream_app.datasets.skips import SkipReason, Skips
 from stream_app.models.json_types import Json
 from stream_app.models.turn import Turn, TurnDict
@@ -30,27 +33,50 @@ CHUNK_BYTES = 1 << 20  # of a line over the limit, what is read at a time to pas
 Where = tuple[int, int]  # a line's position in the source and its length, in bytes
 
 
+_SCHEMA = """
+CREATE TABLE turn (
+    key BLOB PRIMARY KEY,    -- as the worker spells it (UTF-8, a lone surrogate passed)
+    session BLOB,            -- the session the key names; NULL: it names none
+    rank INTEGER NOT NULL,   -- its place: its partition, then the order of its first line
+    at INTEGER,              -- where its latest line is in the source, and its length;
+    length INTEGER,
+    skip TEXT,               -- or why that line can be no turn (at and length NULL)
+    partition INTEGER,       -- a topic's: the record kept (NULL from a file) ...
+    offset INTEGER,
+    revision INTEGER,        -- ... and its revision headers (NULL: it has none)
+    final_after REAL,
+    deleted INTEGER NOT NULL -- 1: the record kept is a tombstone, the key is not written
+) WITHOUT ROWID;
+"""
+_PUT = """
+INSERT INTO turn VALUES (?, ?, ?, ?, ?, ?, NULL, NULL, NULL, NULL, 0)
+ON CONFLICT (key) DO UPDATE SET at = excluded.at, length = excluded.length, skip = excluded.skip
+"""
+_REVISE = "INSERT OR REPLACE INTO turn VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_FIRST = (1 << 40) - 1  # of a rank, the order of the key's first record (the rest: its partition)
+
+
 @dataclass(slots=True)
 class TurnLines:
     """The latest revision of every key of a TURNS or FINAL file (or of the topic read), in
-    first-emission order: an index, not the lines.
+    first-emission order: an index, not the lines, and on disk (``scratch.py``).
 
-    ``latest`` maps a key to where the line of its latest revision is in ``source`` (the
-    file, or the spool of the topic's records), read again when its session is built, or to
-    the reason it cannot be one. Memory holds the keys and their positions, never a line
-    beyond the one being read (and a line over ``max_bytes`` is not read whole: its first
-    bytes name its key). A dict keeps the position of a key's first line, so its order is
+    Each key maps to where the line of its latest revision is in ``source`` (the file, or
+    the spool of the topic's records), read again when its session is built, or to the
+    reason it cannot be one. Python holds no key: memory is SQLite's page cache and a line
+    being read (a line over ``max_bytes`` is not read whole: its first bytes name its key),
+    whatever the number of keys. A key keeps the place of its first line, so the order is
     the order the turns were first emitted. A turn is its parsed key, never the key's text:
-    ``latest`` holds each key as the worker spells it (``known_as``).
+    keys are held as the worker spells them (``known_as``).
     """
 
-    latest: dict[str, Where | SkipReason] = field(default_factory=dict)
     source: IO[bytes] | None = None  # what the positions point into; open while it is written
-    records: int = 0  # lines read, blank ones left out
+    records: int = 0  # lines (records) read, blank ones left out
     unkeyed: int = 0  # lines with no string key: not turns, of no knowable session
     max_bytes: int = MAX_EXAMPLE_BYTES
     first_bad: int | None = None  # the number (from 1) of the first line with no turn key
     lines: int = 0  # lines seen, blank ones included (for first_bad)
+    db: sqlite3.Connection = field(default_factory=lambda: _open())
 
     def add(self, line: bytes, at: int = 0, length: int | None = None) -> None:
         """The line at ``at`` of the source: ``line`` is all of it, or, when ``length`` says
@@ -73,12 +99,50 @@ class TurnLines:
         key = doc.get("key") if isinstance(doc, dict) else None
         self._keep(key, problem if problem is not None else (at, size))
 
-    def add_keyed(self, key: str, at: int, length: int) -> None:
-        """A turn line whose key is known (read from a topic): indexed without reading it,
-        parsed once when its session is built."""
-        self.lines += 1
+    def add_revision(
+        self,
+        partition: int,
+        offset: int,
+        key: bytes,
+        headers: RevisionHeaders | None,
+        line: Where | None,
+    ) -> None:
+        """A record of a topic whose line is at ``line`` of the source (None: a tombstone),
+        kept when it is the latest revision of its turn key so far
+        (``core/revisions.replaces``): indexed without reading it, parsed once when its
+        session is built. ``key`` must be UTF-8."""
         self.records += 1
-        self._keep(key, SkipReason.TOO_LARGE if length > self.max_bytes else (at, length))
+        identity = turn_identity(key)
+        revision = None if headers is None else headers.revision
+        new = Kept(partition, offset, revision)
+        row = self.db.execute(
+            "SELECT rank, partition, offset, revision FROM turn WHERE key = ?", (identity,)
+        ).fetchone()
+        if row is not None and not replaces(new, Kept(*row[1:])):
+            return
+        first = self.records if row is None else row[0] & _FIRST
+        text = identity.decode()
+        pair = turn_key(text)
+        session = None if pair is None else _blob(pair[0])
+        place: tuple[int | None, int | None, str | None] = (None, None, None)
+        if line is not None:
+            place = _where(SkipReason.TOO_LARGE if line[1] > self.max_bytes else line)
+        final_after = None if headers is None else headers.final_after
+        rank = (partition << 40) | first
+        self.db.execute(
+            _REVISE,
+            (
+                identity,
+                session,
+                rank,
+                *place,
+                partition,
+                offset,
+                revision,
+                final_after,
+                line is None,
+            ),
+        )
 
     def _keep(self, key: object, line: Where | SkipReason) -> None:
         if not isinstance(key, str):
@@ -86,9 +150,11 @@ class TurnLines:
             if self.first_bad is None:
                 self.first_bad = self.lines
             return
-        if turn_key(key) is None and self.first_bad is None:
+        pair = turn_key(key)
+        if pair is None and self.first_bad is None:
             self.first_bad = self.lines
-        self.latest[known_as(key)] = line
+        session = None if pair is None else _blob(pair[0])
+        self.db.execute(_PUT, (_blob(known_as(key)), session, self.lines, *_where(line)))
 
     def line(self, where: Where) -> bytes:
         """The line at ``where`` in the source."""
@@ -96,10 +162,74 @@ class TurnLines:
         self.source.seek(where[0])
         return self.source.read(where[1])
 
+    def where(self, key: str) -> Where | SkipReason | None:
+        """Where the latest line of ``key`` is, or why it is no turn; None: not read."""
+        row = self.db.execute(
+            "SELECT at, length, skip FROM turn WHERE key = ? AND NOT deleted", (_blob(key),)
+        ).fetchone()
+        return None if row is None else _place(row)
+
+    def entries(self) -> Iterator[tuple[str, Where | SkipReason]]:
+        """Every key read, with where its latest line is, in first-emission order."""
+        rows = self.db.execute(
+            "SELECT key, at, length, skip FROM turn WHERE NOT deleted ORDER BY rank"
+        )
+        for key, *place in rows:
+            yield _text(key), _place(place)
+
+    def kept(self) -> Iterator[tuple[bool, float | None]]:
+        """For each key of a topic: whether the record kept deletes it, and its headers'
+        ``final_after`` (None: it has none)."""
+        for deleted, final_after in self.db.execute("SELECT deleted, final_after FROM turn"):
+            yield bool(deleted), final_after
+
     @property
     def turns(self) -> int:
         """Keys that name a turn: zero means the input holds no turn line at all."""
-        return sum(1 for key in self.latest if turn_key(key) is not None)
+        query = "SELECT COUNT(*) FROM turn WHERE session IS NOT NULL AND NOT deleted"
+        return int(self.db.execute(query).fetchone()[0])
+
+    @property
+    def keys(self) -> int:
+        """Distinct keys read, turns or not."""
+        return int(self.db.execute("SELECT COUNT(*) FROM turn WHERE NOT deleted").fetchone()[0])
+
+    @property
+    def sessions(self) -> int:
+        """Distinct sessions the keys name."""
+        query = "SELECT COUNT(DISTINCT session) FROM turn WHERE NOT deleted"
+        return int(self.db.execute(query).fetchone()[0])
+
+    def close(self) -> None:
+        """Lets the index go (its file is deleted)."""
+        self.db.close()
+
+
+def _open() -> sqlite3.Connection:
+    db = scratch_database(_SCHEMA)
+    db.execute("BEGIN")  # one transaction, never committed: nothing here outlives the export
+    return db
+
+
+def _blob(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _text(blob: bytes) -> str:
+    return blob.decode("utf-8", "surrogatepass")
+
+
+def _where(line: Where | SkipReason) -> tuple[int | None, int | None, str | None]:
+    if isinstance(line, SkipReason):
+        return None, None, line.value
+    return line[0], line[1], None
+
+
+def _place(row: Sequence[object]) -> Where | SkipReason:
+    at, length, skip = row
+    if skip is not None:
+        return SkipReason(cast(str, skip))
+    return cast(int, at), cast(int, length)
 
 
 def _lenient(line: bytes) -> tuple[Json, SkipReason | None]:
@@ -272,27 +402,49 @@ class SessionTurn(NamedTuple):
     turn: TurnDict | SkipReason  # a reason: the line is not a turn this export can use
 
 
-def sessions(read: TurnLines, skips: Skips) -> Iterator[tuple[str, list[SessionTurn]]]:
-    """Each session with its turns in first-emission order, sessions in the order of their
-    first turn. A line whose key names no session is skipped here."""
+@dataclass(frozen=True, slots=True)
+class SessionTurns:
+    """A session's turns in first-emission order, read from the index and parsed as they are
+    iterated (once more each time): memory holds the turn being read, not the session."""
+
+    read: TurnLines
+    session: bytes
+    session_id: str
+
+    def __iter__(self) -> Iterator[SessionTurn]:
+        for key, where in self._rows():
+            pair = turn_key(key)
+            assert pair is not None, "a key with a session names a turn"
+            line = where if isinstance(where, SkipReason) else self.read.line(where)
+            yield SessionTurn(key, parse_turn(line, pair[1], self.session_id))
+
+    def turn_keys(self) -> Iterator[str]:
+        """The turns' keys, none of their lines read."""
+        for key, _ in self._rows():
+            yield key
+
+    def _rows(self) -> Iterator[tuple[str, Where | SkipReason]]:
+        query = (
+            "SELECT key, at, length, skip FROM turn WHERE session = ? AND NOT deleted ORDER BY rank"
+        )
+        for key, *place in self.read.db.execute(query, (self.session,)):
+            yield _text(key), _place(place)
+
+
+def sessions(read: TurnLines, skips: Skips) -> Iterator[tuple[str, SessionTurns]]:
+    """Each session's id with its turns, sessions in the order of their first turn. A line
+    whose key names no session is skipped here, first."""
     for _ in range(read.unkeyed):
         skips.add(None, SkipReason.NOT_A_TURN)
-    grouped: dict[str, list[tuple[str, str, Where | SkipReason]]] = {}
-    for key, line in read.latest.items():
-        pair = turn_key(key)
-        if pair is None:
-            skips.add(key, line if isinstance(line, SkipReason) else SkipReason.NOT_A_TURN)
-            continue
-        grouped.setdefault(pair[0], []).append((key, pair[1], line))
-    for session_id, entries in grouped.items():
-        yield (
-            session_id,
-            [
-                SessionTurn(key, parse_turn(_line(read, where), call, session_id))
-                for key, call, where in entries
-            ],
-        )
-
-
-def _line(read: TurnLines, where: Where | SkipReason) -> bytes | SkipReason:
-    return where if isinstance(where, SkipReason) else read.line(where)
+    db = read.db
+    others = "SELECT key, skip FROM turn WHERE session IS NULL AND NOT deleted ORDER BY rank"
+    for key, skip in db.execute(others):
+        skips.add(_text(key), SkipReason(skip) if skip is not None else SkipReason.NOT_A_TURN)
+    db.execute("CREATE INDEX IF NOT EXISTS turn_by_session ON turn (session, rank)")
+    order = (
+        "SELECT session FROM turn WHERE session IS NOT NULL AND NOT deleted"
+        " GROUP BY session ORDER BY MIN(rank)"
+    )
+    for (session,) in db.execute(order):
+        session_id = _text(session)
+        yield session_id, SessionTurns(read, session, session_id)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 from stream_app.core.records import TurnRevision
-from stream_app.core.revisions import Latest, RevisionHeaders, TurnRecord, read_headers
+from stream_app.core.revisions import Kept, RevisionHeaders, is_final, read_headers, replaces
 from stream_app.core.session import SessionState
 from stream_app.models.timestamps import format_utc
 from stream_app.state import entries
@@ -126,64 +126,15 @@ def test_headers_read_back_as_written_and_malformed_ones_are_none() -> None:
         assert read_headers(list({**good, name: bad}.items())) is None, (name, bad)
 
 
-def record(
-    partition: int, offset: int, key: bytes, value: bytes | None, h: RevisionHeaders | None
-) -> TurnRecord:
-    return TurnRecord(partition, offset, key, value, h)
+def test_a_later_offset_replaces_in_its_partition_and_a_higher_revision_across_them() -> None:
+    assert replaces(Kept(1, 5, 1), Kept(1, 4, 2))  # one partition: the offset decides
+    assert not replaces(Kept(1, 4, 2), Kept(1, 5, 1))
+    assert replaces(Kept(3, 0, 2), Kept(0, 9, 2))  # two: the revision (a tie: read last)
+    assert not replaces(Kept(3, 9, 1), Kept(0, 0, 2))
+    assert replaces(Kept(3, 0, None), Kept(0, 9, 2))  # without headers: the one read last
 
 
-def test_latest_keeps_the_last_revision_of_a_key_in_its_partition() -> None:
-    latest = Latest()
-    latest.add(record(1, 0, b"k1", b"{}", headers(1, 100.0)))
-    latest.add(record(0, 0, b"k2", b"{}", headers(1, 100.0)))
-    latest.add(record(1, 1, b"k1", b'{"r":2}', headers(2, 100.0)))
-    # a re-emission after a crash repeats revision 2 with the same content: still the latest
-    latest.add(record(1, 2, b"k1", b'{"r":2}', headers(2, 100.0)))
-    chosen, counts = latest.select(now=200.0, include_open=False)
-    assert [(r.key, r.offset) for r in chosen] == [(b"k2", 0), (b"k1", 2)]  # topic order
-    assert counts == Counter(records_read=4, keys=2, final=2, written=2)
-
-
-def test_a_key_seen_in_two_partitions_keeps_the_higher_revision() -> None:
-    latest = Latest()
-    latest.add(record(3, 9, b"k", b'{"r":2}', headers(2, 100.0)))
-    latest.add(record(0, 0, b"k", b'{"r":1}', headers(1, 100.0)))
-    assert latest.records[b"k"].value == b'{"r":2}'
-
-
-def test_only_turns_past_final_after_are_selected_unless_open_ones_are_asked_for() -> None:
-    latest = Latest()
-    latest.add(record(0, 0, b"closed", b"{}", headers(1, 99.0)))
-    latest.add(record(0, 1, b"at-now", b"{}", headers(1, 100.0)))  # final only after it
-    latest.add(record(0, 2, b"open", b"{}", headers(1, 500.0)))
-    latest.add(record(0, 3, b"old-worker", b"{}", None))  # cannot tell: counted open
-    latest.add(record(0, 4, b"gone", b"{}", headers(1, 50.0)))
-    latest.add(record(0, 5, b"gone", None, None))  # a tombstone deletes the key
-    chosen, counts = latest.select(now=100.0, include_open=False)
-    assert [r.key for r in chosen] == [b"closed"]
-    assert counts["final"] == 1 and counts["open"] == 3
-    assert counts["without_headers"] == 1 and counts["deleted"] == 1
-    chosen, counts = latest.select(now=100.0, include_open=True)
-    assert [r.key for r in chosen] == [b"closed", b"at-now", b"open", b"old-worker"]
-    assert counts["written"] == 4
-
-
-def test_a_key_spelled_two_ways_is_one_turn() -> None:
-    """Issue 49 item 5: a turn is its parsed key, not its text: ``["s", "a1"]`` (as
-    ``json.dumps`` writes it) is a later revision of ``["s","a1"]``, and it is written under
-    the key as the worker spells it."""
-    latest = Latest()
-    latest.add(record(0, 0, b'["s","a1"]', b'{"r":1}', headers(1, 100.0, "s")))
-    latest.add(record(0, 1, b'["s","a2"]', b'{"r":1}', headers(1, 100.0, "s")))
-    latest.add(record(0, 2, b'["s", "a1"]', b'{"r":2}', headers(2, 100.0, "s")))
-    latest.add(record(0, 3, b'[ "s" , "\\u0061\\u0032" ]', b'{"r":2}', headers(2, 100.0, "s")))
-    chosen, counts = latest.select(now=200.0, include_open=False)
-    assert [(r.key, r.value) for r in chosen] == [
-        (b'["s","a1"]', b'{"r":2}'),
-        (b'["s","a2"]', b'{"r":2}'),
-    ]
-    assert counts == Counter(records_read=4, keys=2, final=2, written=2)
-    # a key that names no turn is kept as it is, apart from every turn's
-    latest.add(record(0, 4, b"not a turn", b"{}", headers(1, 100.0, "s")))
-    latest.add(record(0, 5, b'["s"]', b"{}", headers(1, 100.0, "s")))
-    assert len(latest.select(now=200.0, include_open=False)[0]) == 4
+def test_a_turn_is_final_only_past_final_after_and_never_without_headers() -> None:
+    assert is_final(99.0, now=100.0)
+    assert not is_final(100.0, now=100.0)
+    assert not is_final(None, now=float("inf"))

@@ -36,8 +36,8 @@ def test_a_line_over_the_limit_is_skipped_without_being_loaded(tmp_path: Path) -
     limit = 256 * 1024
     read = read_turns_file(source, max_bytes=limit)
     assert source.largest <= max(limit + 1, CHUNK_BYTES) < len(huge)
-    assert read.latest[key] == SkipReason.TOO_LARGE  # named by its key, read from its head
-    assert isinstance(read.latest[other], tuple)  # the line after it read as ever
+    assert read.where(key) == SkipReason.TOO_LARGE  # named by its key, read from its head
+    assert isinstance(read.where(other), tuple)  # the line after it read as ever
     assert read.records == len(turns) + 2
     options = Options(format="turns", max_example_bytes=limit)
     manifest = write_dataset(read, options, tmp_path / "t.jsonl", "t")
@@ -47,10 +47,11 @@ def test_a_line_over_the_limit_is_skipped_without_being_loaded(tmp_path: Path) -
 
 def test_the_index_holds_positions_not_lines() -> None:
     read = read_turn_lines(verdict_turns().splitlines())
-    assert read.latest
-    assert all(isinstance(where, tuple) for where in read.latest.values())
+    places = [where for _, where in read.entries()]
+    assert places
+    assert all(isinstance(where, tuple) for where in places)
     assert read.source is not None
-    first = next(iter(read.latest.values()))
+    first = places[0]
     assert isinstance(first, tuple)
     assert read.line(first).startswith(b'{"key":')
 

@@ -311,7 +311,7 @@ def test_a_topic_export_is_indexed_from_its_spool_and_parsed_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The turn lines a topic gives are spooled and indexed by position as they are
-    (add_keyed, no parse), then parsed once each when written: the same dataset as from the
+    (add_revision, no parse), then parsed once each when written: the same dataset as from the
     file, and orjson.loads called once per line (issue 52's hand-over: the topic's values
     were parsed twice)."""
     import io
@@ -325,11 +325,12 @@ def test_a_topic_export_is_indexed_from_its_spool_and_parsed_once(
     spool = io.BytesIO(turns)
     fed = TurnLines(source=spool)
     at = 0
-    for line in turns.splitlines(keepends=True):
-        fed.add_keyed(orjson.loads(line)["key"], at, len(line))
+    for offset, line in enumerate(turns.splitlines(keepends=True)):
+        key = orjson.loads(line)["key"].encode()
+        fed.add_revision(0, offset, key, None, (at, len(line)))
         at += len(line)
     read_file = read_turn_lines(turns.splitlines())
-    assert fed.latest == read_file.latest
+    assert list(fed.entries()) == list(read_file.entries())
     parsed = 0
     real = turn_lines.orjson.loads
 
@@ -341,7 +342,7 @@ def test_a_topic_export_is_indexed_from_its_spool_and_parsed_once(
     monkeypatch.setattr(turn_lines.orjson, "loads", counting)
     manifest = write_dataset(fed, Options(format="kto"), tmp_path / "k.jsonl", "topic t")
     monkeypatch.undo()
-    assert parsed == len(fed.latest)  # each line once
+    assert parsed == fed.keys  # each line once
     expected = write_dataset(read_file, Options(format="kto"), tmp_path / "f.jsonl", "topic t")
     assert [f["sha256"] for f in manifest["files"]] == [f["sha256"] for f in expected["files"]]
 
