@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterator
 from contextlib import nullcontext
 from functools import partial
@@ -390,7 +391,17 @@ def test_an_unreadable_head_is_read_as_absent_logged_and_deleted(
     held(tables, state)
     sessions.data[b"s1"] = b"\x00 not json"
     store = store_of(tables)
-    assert store.get("s1") is None  # read (by a tick: ``test_finals``), it does not stop it
+    # Events go to their own logger, which does not propagate once configured: caught
+    # there, so the test does not depend on whether an earlier one configured it.
+    events = logging.getLogger("stream_app.events")
+    propagate = events.propagate
+    events.addHandler(caplog.handler)
+    events.propagate = False
+    try:
+        assert store.get("s1") is None  # read (by a tick: ``test_finals``), it does not stop it
+    finally:
+        events.removeHandler(caplog.handler)
+        events.propagate = propagate
     assert [r.getMessage() for r in caplog.records] == ["state_unreadable"]
     asyncio.run(store.write(store.seal()))
     assert sessions.data == {} and table.data == {}
