@@ -186,7 +186,7 @@ def test_the_example_session_streamed_then_final_with_decisions_before_and_after
     examples = jsonl(out)
     for example in examples:
         assert_chat_example(example, reasoning=True)
-    first, second, _, last, fork, retried = examples
+    first, second, _, last, retried = examples  # the retry's msg-a1: msg-a1's example
     # msg-a1 was published streaming, then final: the final copy only, reasoning kept.
     assert first["messages"][-1]["reasoning_content"].endswith("slice bounds of paginate().")
     assert first["messages"][-1]["content"] == "Let me read the pagination helper."
@@ -218,8 +218,8 @@ def test_the_example_session_streamed_then_final_with_decisions_before_and_after
         "new": "items[start:start + size]",
     }
     # The retry, a fork of the session at the file read: the same history, another edit,
-    # explicitly rejected after its turn (dec-110, a revision).
-    assert unweighted(fork["messages"]) == unweighted(first["messages"])
+    # explicitly rejected after its turn (dec-110, a revision). The fork's msg-a1 is the
+    # same example as the session's (the same history and answer): written once.
     assert unweighted(retried["messages"][:-1]) == unweighted(second["messages"][:-1])
     assert retried["messages"][-1] != second["messages"][-1]
     assert retried["metadata"] == {
@@ -633,12 +633,12 @@ def test_export_from_a_replay_file_on_the_command_line(
     assert code == 0
     summary = capsys.readouterr().err.splitlines()[-1]
     assert summary == (
-        f"stream-app export: 8 records read from {turns}, 6 turns of 2 sessions; 6 chat "
-        f"examples written to {tmp_path / 'ds.train.jsonl'} (6); validation empty, not "
-        f"written; 0 turns skipped; manifest {tmp_path / 'ds.manifest.json'}"
+        f"stream-app export: 8 records read from {turns}, 6 turns of 2 sessions; 5 chat "
+        f"examples written to {tmp_path / 'ds.train.jsonl'} (5); validation empty, not "
+        f"written; 1 turn skipped (duplicate_example 1); manifest {tmp_path / 'ds.manifest.json'}"
     )
     assert not (tmp_path / "ds.eval.jsonl").exists()  # issue 52: no empty split file
-    assert len(jsonl(tmp_path / "ds.train.jsonl")) == 6
+    assert len(jsonl(tmp_path / "ds.train.jsonl")) == 5
 
 
 def test_export_from_a_file_draws_a_progress_bar_on_a_terminal(tmp_path: Path) -> None:
@@ -648,7 +648,7 @@ def test_export_from_a_file_draws_a_progress_bar_on_a_terminal(tmp_path: Path) -
     status, text = on_a_terminal(args)
     assert status == 0
     assert "reading" in text and "━" in text
-    assert "6 chat examples written" in text
+    assert "5 chat examples written" in text
 
 
 def test_a_topic_export_keeps_each_turn_at_the_place_of_its_first_emission() -> None:
@@ -735,7 +735,6 @@ def test_a_turn_whose_key_is_spelled_two_ways_is_one_turn(tmp_path: Path) -> Non
         "msg-a2",
         "msg-a3",
         "msg-a4",
-        "msg-a1",
         "msg-b2",
     ]
     _, original = export(turns, tmp_path, "original.jsonl", format="chat")

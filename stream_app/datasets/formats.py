@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from stream_app.datasets.chat import chat_examples
+from stream_app.datasets.chat import Written, chat_examples
 from stream_app.datasets.content import redacted
 from stream_app.datasets.options import Options
 from stream_app.datasets.preferences import dpo_rows, kto_rows
@@ -55,10 +55,13 @@ def records(read: TurnLines, options: Options, skips: Skips) -> Iterator[Item]:
     if options.format == "dpo":
         yield from dpo_rows(read, options, skips)
         return
+    if options.format == "chat":
+        written = Written()
+        for session_id, turns in sessions(read, skips):
+            yield from chat_examples(session_id, turns, options, skips, written)
+        return
     for session_id, turns in sessions(read, skips):
-        if options.format == "chat":
-            yield from chat_examples(session_id, turns, options, skips)
-        elif options.format == "kto":
+        if options.format == "kto":
             yield from kto_rows(session_id, turns, options, skips)
         elif (line := trajectory(session_id, turns, options, skips)) is not None:
             keys = tuple(turns.turn_keys())

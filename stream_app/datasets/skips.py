@@ -39,6 +39,9 @@ class SkipReason(StrEnum):
     SESSION_BROKEN = "session_broken"
     # chat --only-accepted: the turn has no explicit accept, or has a reject.
     NOT_ACCEPTED = "not_accepted"
+    # chat: an example already written, the same history and answer, from another session
+    # (a session forked from another, or resumed, sends the other's turns again).
+    DUPLICATE_EXAMPLE = "duplicate_example"
     # kto, dpo: no explicit decision (implicit ones count only with --include-implicit).
     NO_VERDICT = "no_verdict"
     # kto, dpo: an accept and a reject of the same kind (explicit, or implicit alone).
@@ -59,7 +62,7 @@ _VERDICT = (_R.NO_VERDICT, _R.CONFLICTING_VERDICTS)
 SKIPS: dict[Format, tuple[SkipReason, ...]] = {
     "turns": _READ,
     "trajectories": _HISTORY,
-    "chat": (*_HISTORY, _R.NOT_ACCEPTED),
+    "chat": (*_HISTORY, _R.NOT_ACCEPTED, _R.DUPLICATE_EXAMPLE),
     "kto": (*_HISTORY, *_VERDICT),
     "dpo": (*_HISTORY, *_VERDICT, _R.UNPAIRED, _R.IDENTICAL_RESPONSES, _R.PAIR_LIMIT),
 }

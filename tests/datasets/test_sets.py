@@ -89,7 +89,7 @@ def test_the_readme_recipe_loads_on_the_demo_with_no_empty_split(
     # The demo: a session and its retry (a fork at the file read whose edit was rejected,
     # the session's accepted): every set has rows, kto both labels, dpo the pair.
     rows = {
-        "sft": {"train": 4, "validation": 2},
+        "sft": {"train": 4, "validation": 1},  # the fork's msg-a1 written once
         "sft-trl": {"train": 2},
         "kto": {"train": 2},
         "dpo": {"train": 1},
