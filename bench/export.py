@@ -4,12 +4,18 @@ The input is the verdict workload (``bench/workload.py --verdicts``) run through
 core; each measurement reads the TURNS lines and writes a folder set (HF layout, redaction
 on, as a user's default run), timed as process CPU and wall time, reported as input turns a
 second. Formats: chat (OpenAI), chat (TRL), kto, dpo, and chat as Parquet.
+
+``--memory`` measures what export holds instead: the peak RSS of ``stream-app export --from``
+(a process of its own per run) on the workload and on one four times its size, and the
+ratio; an export that held its input's keys or sessions would grow with it.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -59,12 +65,64 @@ def measure(turns: bytes, options: dict[str, Any], parquet: bool, where: Path) -
     }
 
 
+# The export's own peak (VmHWM of its memory after exec, not the RSS it was forked with,
+# which a child's ru_maxrss counts on Linux), printed on stdout after the command.
+_PEAK = (
+    "import sys; from stream_app.cli import run; code = run(sys.argv[1:]); "
+    "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')]; "
+    "print(hwm[0].split()[1]); sys.exit(code)"
+)
+
+
+def peak_rss(turns: Path, arguments: list[str], out: Path) -> int:
+    """The peak RSS, in KiB, of one ``stream-app export --from turns``."""
+    command = [sys.executable, "-c", _PEAK, "export", "--from", str(turns)]
+    done = subprocess.run(
+        [*command, *arguments, "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"export {' '.join(arguments)} exited {done.returncode}")
+    return int(done.stdout.split()[-1])
+
+
+def memory(records: int, sessions: int, seed: int) -> None:
+    """Peak RSS on the workload and on four times it (records and sessions), per format."""
+    with tempfile.TemporaryDirectory() as tmp:
+        inputs = []
+        for times in (1, 4):
+            path = Path(tmp) / f"turns-{times}x.jsonl"
+            path.write_bytes(turns_of(records * times, sessions * times, seed))
+            inputs.append(path)
+            lines = len(path.read_bytes().splitlines())
+            print(f"{times}x: {lines:,} turn lines ({path.stat().st_size / 1e6:.1f} MB)")
+        print(f"{'format':<24}{'1x MiB':>8}{'4x MiB':>8}{'4x/1x':>7}")
+        for n, (name, options, parquet) in enumerate(CASES):
+            arguments = [f"--{k.replace('_', '-')}={v}" for k, v in options.items()]
+            arguments += ["--parquet"] if parquet else []
+            peaks = [
+                peak_rss(path, arguments, Path(tmp) / f"set{n}-{i}/")
+                for i, path in enumerate(inputs)
+            ]
+            print(
+                f"{name:<24}{peaks[0] / 1024:>8.0f}{peaks[1] / 1024:>8.0f}"
+                f"{peaks[1] / peaks[0]:>6.2f}x",
+                flush=True,
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=50_000)
     parser.add_argument("--sessions", type=int, default=500)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--memory", action="store_true", help="peak RSS at 1x and 4x the input")
     args = parser.parse_args()
+    if args.memory:
+        memory(args.records, args.sessions, args.seed)
+        return
     turns = turns_of(args.records, args.sessions, args.seed)
     print(f"{len(turns.splitlines()):,} turn lines ({len(turns) / 1e6:.1f} MB)")
     print(f"{'format':<24}{'turns/s':>10}{'rows':>8}{'MB out':>9}")
