@@ -4,9 +4,10 @@ pairs of one prompt)."""
 from __future__ import annotations
 
 import hashlib
+import sqlite3
 import tempfile
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import IO, NamedTuple, cast
 
 import orjson
@@ -20,6 +21,7 @@ from stream_app.datasets.conversation import (
 from stream_app.datasets.options import Options
 from stream_app.datasets.profiles import pair_row
 from stream_app.datasets.record_types import ChatMessage, Item, KtoRow
+from stream_app.datasets.scratch import scratch_database
 from stream_app.datasets.skips import SkipReason, Skips
 from stream_app.datasets.turn_lines import SessionTurn, TurnLines, sessions
 from stream_app.datasets.verdicts import metadata, verdict
@@ -28,7 +30,7 @@ MAX_PAIRS = 3  # dpo: pairs written per prompt
 
 
 def _judged(
-    session_id: str, turns: list[SessionTurn], options: Options, skips: Skips
+    session_id: str, turns: Iterable[SessionTurn], options: Options, skips: Skips
 ) -> Iterator[tuple[TurnStep, bool]]:
     """The session's turns that have a verdict, each with it (accepted or not); a turn
     without one is counted in ``skips`` with the reason."""
@@ -41,7 +43,7 @@ def _judged(
 
 
 def kto_rows(
-    session_id: str, turns: list[SessionTurn], options: Options, skips: Skips
+    session_id: str, turns: Iterable[SessionTurn], options: Options, skips: Skips
 ) -> Iterator[Item]:
     """One row per turn with a verdict: TRL's unpaired preference format, conversational."""
     for step, label in _judged(session_id, turns, options, skips):
@@ -52,26 +54,54 @@ def kto_rows(
         yield Item(key, row, key, meta, (step.key,))
 
 
+_SCHEMA = """
+CREATE TABLE prompt (
+    id INTEGER PRIMARY KEY,  -- the order the prompts were first met
+    hash TEXT NOT NULL UNIQUE,  -- prompt_hash
+    at INTEGER NOT NULL,  -- its messages in the spool
+    length INTEGER NOT NULL
+);
+CREATE TABLE answer (
+    id INTEGER PRIMARY KEY,  -- input order
+    prompt INTEGER NOT NULL,  -- prompt.id
+    accepted INTEGER NOT NULL,  -- 1: chosen, 0: rejected
+    response BLOB NOT NULL,  -- SHA-256 of response_bytes: what the answer says
+    key BLOB NOT NULL,  -- the turn key, UTF-8 (a lone surrogate passed)
+    at INTEGER NOT NULL,  -- its answer and metadata in the spool
+    length INTEGER NOT NULL
+);
+-- A side of a prompt in input order (the rowid closes the index).
+CREATE INDEX answer_by_side ON answer (prompt, accepted);
+"""
+_NEXT_CHOSEN = (
+    "SELECT id, at, length, key, response FROM answer"
+    " WHERE prompt = ? AND accepted = 1 AND id > ? AND response IS NOT ? ORDER BY id LIMIT 1"
+)
+_PARTNER = (
+    "SELECT id, at, length, key FROM answer WHERE prompt = ? AND accepted = 0"
+    f" AND id NOT IN ({', '.join('?' * MAX_PAIRS)}) AND response != ? ORDER BY id LIMIT 1"
+)
+_ANY_LEFT = (
+    "SELECT 1 FROM answer WHERE prompt = ? AND accepted = 0"
+    f" AND id NOT IN ({', '.join('?' * MAX_PAIRS)}) LIMIT 1"
+)
+
+
 class _Answer(NamedTuple):
-    """A turn with a verdict, as dpo pairs it: its key, what its answer says (a digest of
-    ``response_bytes``), and where its answer and metadata wait in the spool."""
+    """A turn with a verdict as dpo finds it again: its row, where its answer and metadata
+    are in the spool, and its key (UTF-8)."""
 
-    key: str
-    response: bytes
-    where: tuple[int, int]
-
-
-@dataclass(slots=True)
-class _Prompt:
-    where: tuple[int, int]  # the prompt's messages in the spool
-    chosen: list[_Answer] = field(default_factory=list)
-    rejected: list[_Answer] = field(default_factory=list)
+    id: int
+    at: int
+    length: int
+    key: bytes
 
 
 @dataclass(slots=True)
 class _Spool:
-    """Records written to a temporary file and read back by position: what dpo holds
-    between reading a turn and pairing it, out of memory."""
+    """Records written to a temporary file and read back by position: the prompts' messages
+    and the answers (with their metadata) dpo holds between reading a turn and pairing it,
+    out of memory and out of the database's rows (which stay small to scan)."""
 
     file: IO[bytes]
     size: int = 0
@@ -82,9 +112,9 @@ class _Spool:
         at, self.size = self.size, self.size + len(data)
         return at, len(data)
 
-    def get(self, where: tuple[int, int]) -> bytes:
-        self.file.seek(where[0])
-        data = self.file.read(where[1])
+    def get(self, at: int, length: int) -> bytes:
+        self.file.seek(at)
+        data = self.file.read(length)
         self.file.seek(0, 2)
         return data
 
@@ -92,67 +122,132 @@ class _Spool:
 def dpo_rows(read: TurnLines, options: Options, skips: Skips) -> Iterator[Item]:
     """Pairs of an accepted and a rejected turn with one prompt, at most ``MAX_PAIRS`` a
     prompt, in the order the prompts were first met. A prompt's turns may be anywhere in the
-    input, so each turn with a verdict is kept until the input is read: in memory as its
-    key, digests and a position; its prompt (once a prompt), answer and metadata in a spool
-    file, read back when its pair is written."""
-    with tempfile.TemporaryFile(prefix="stream-app-dpo-") as file:
-        yield from _pairs(read, options, skips, _Spool(file))
+    input, so each turn with a verdict is kept until the input is read, on disk: its key,
+    prompt and a digest of its answer in a scratch database (``scratch.py``), its prompt's
+    messages (once a prompt), answer and metadata in a spool file, read back when its pair
+    is written. Python holds one turn and one prompt's pairs at a time, whatever the number
+    of prompts or of answers a prompt has."""
+    db = scratch_database(_SCHEMA)
+    try:
+        with tempfile.TemporaryFile(prefix="stream-app-dpo-") as file:
+            spool = _Spool(file)
+            _keep(read, options, skips, db, spool)
+            yield from _pairs(db, spool, options, skips)
+    finally:
+        db.close()
 
 
-def _pairs(read: TurnLines, options: Options, skips: Skips, spool: _Spool) -> Iterator[Item]:
-    prompts: dict[str, _Prompt] = {}
+def _keep(
+    read: TurnLines, options: Options, skips: Skips, db: sqlite3.Connection, spool: _Spool
+) -> None:
+    """Every turn with a verdict, kept in ``db`` and ``spool`` (one transaction)."""
+    db.execute("BEGIN")
     for session_id, turns in sessions(read, skips):
         for step, label in _judged(session_id, turns, options, skips):
             key = prompt_hash(step.before)
-            entry = prompts.get(key)
-            if entry is None:
-                entry = prompts[key] = _Prompt(spool.put(step.before))
-            side = entry.chosen if label else entry.rejected
+            found = db.execute("SELECT id FROM prompt WHERE hash = ?", (key,)).fetchone()
+            if found is not None:
+                prompt_id = found[0]
+            else:
+                added = db.execute(
+                    "INSERT INTO prompt (hash, at, length) VALUES (?, ?, ?)",
+                    (key, *spool.put(step.before)),
+                )
+                prompt_id = added.lastrowid
             answer = [step.completion, metadata(session_id, step.turn)]
             response = hashlib.sha256(response_bytes(step.completion)).digest()
-            side.append(_Answer(step.key, response, spool.put(answer)))
-    profile = options.chosen_profile
-    for key, entry in prompts.items():
-        used: set[int] = set()  # the rejected answers in a pair
-        paired: set[int] = set()  # the chosen ones
-        for i, chosen in enumerate(entry.chosen):
-            if len(used) >= MAX_PAIRS:
-                break
-            partner = next(
-                (
-                    j
-                    for j, rejected in enumerate(entry.rejected)
-                    if j not in used and rejected.response != chosen.response
-                ),
-                None,
+            db.execute(
+                "INSERT INTO answer (prompt, accepted, response, key, at, length)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (prompt_id, label, response, _blob(step.key), *spool.put(answer)),
             )
-            if partner is None:
-                continue
-            used.add(partner)
-            paired.add(i)
-            rejected = entry.rejected[partner]
-            prompt = cast(list[ChatMessage], orjson.loads(spool.get(entry.where)))
-            chosen_message, chosen_meta = orjson.loads(spool.get(chosen.where))
-            rejected_message, rejected_meta = orjson.loads(spool.get(rejected.where))
+    db.execute("COMMIT")
+
+
+def _pairs(db: sqlite3.Connection, spool: _Spool, options: Options, skips: Skips) -> Iterator[Item]:
+    """Each prompt's pairs, prompts in the order first met, then its turns in no pair."""
+    profile = options.chosen_profile
+    prompts = db.execute("SELECT id, hash, at, length FROM prompt ORDER BY id")
+    for prompt_id, key, at, length in prompts:
+        paired: tuple[set[int], set[int]] = (set(), set())  # ids in a pair: rejected, chosen
+        for chosen, rejected in _pairing(db, prompt_id):
+            paired[1].add(chosen.id)
+            paired[0].add(rejected.id)
+            prompt = cast(list[ChatMessage], orjson.loads(spool.get(at, length)))
+            chosen_message, chosen_meta = orjson.loads(spool.get(chosen.at, chosen.length))
+            rejected_message, rejected_meta = orjson.loads(spool.get(rejected.at, rejected.length))
             meta = {"prompt_sha256": key, "chosen": chosen_meta, "rejected": rejected_meta}
             row = pair_row(prompt, chosen_message, rejected_message, profile)
-            yield Item(key, row, key, meta, (chosen.key, rejected.key))
-        full = len(used) >= MAX_PAIRS
-        for side, others, taken in (
-            (entry.chosen, entry.rejected, paired),
-            (entry.rejected, entry.chosen, used),
-        ):
-            for i, alone in enumerate(side):
-                if i not in taken:
-                    skips.add(alone.key, _why_unpaired(alone, others, full))
+            yield Item(key, row, key, meta, (_text(chosen.key), _text(rejected.key)))
+        full = len(paired[0]) >= MAX_PAIRS
+        for accepted in (1, 0):
+            taken, others = paired[accepted], _uniform(db, prompt_id, 1 - accepted)
+            alone = db.execute(
+                "SELECT id, response, key FROM answer WHERE prompt = ? AND accepted = ?"
+                " ORDER BY id",
+                (prompt_id, accepted),
+            )
+            for answer_id, response, turn in alone:
+                if answer_id not in taken:
+                    skips.add(_text(turn), _why_unpaired(response, others, full))
 
 
-def _why_unpaired(answer: _Answer, others: list[_Answer], full: bool) -> SkipReason:
+def _pairing(db: sqlite3.Connection, prompt_id: int) -> Iterator[tuple[_Answer, _Answer]]:
+    """The pairs of a prompt: its chosen answers in order, each with the first rejected one
+    not yet in a pair whose response differs, until ``MAX_PAIRS``.
+
+    A chosen answer that finds no partner shows every free rejected answer says what it
+    does (``last``); as free ones only get fewer, a later chosen answer that says the same
+    finds none either and is passed by in the query, so a prompt of any number of answers
+    costs a few indexed scans, not one per answer."""
+    used: list[int] = []
+    after, last = 0, None  # the chosen answer reached; what no free rejected one differs from
+    while len(used) < MAX_PAIRS:
+        row = db.execute(_NEXT_CHOSEN, (prompt_id, after, last)).fetchone()
+        if row is None:
+            return
+        chosen, response = _Answer(*row[:4]), row[4]
+        after = chosen.id
+        free = (*used, *([0] * (MAX_PAIRS - len(used))))  # ids start at 1
+        partner = db.execute(_PARTNER, (prompt_id, *free, response)).fetchone()
+        if partner is None:
+            if db.execute(_ANY_LEFT, (prompt_id, *free)).fetchone() is None:
+                return  # every rejected answer is in a pair: no later chosen one pairs
+            last = response
+            continue
+        used.append(partner[0])
+        yield chosen, _Answer(*partner)
+
+
+def _uniform(db: sqlite3.Connection, prompt_id: int, accepted: int) -> bytes | None:
+    """What every answer of one side of a prompt says, when they all say one thing; None
+    when the side is empty or says more than one."""
+    side = "prompt = ? AND accepted = ?"
+    first = db.execute(f"SELECT response FROM answer WHERE {side} LIMIT 1", (prompt_id, accepted))
+    row = first.fetchone()
+    if row is None:
+        return None
+    other = f"SELECT 1 FROM answer WHERE {side} AND response != ? LIMIT 1"
+    if db.execute(other, (prompt_id, accepted, row[0])).fetchone() is not None:
+        return None
+    return cast(bytes, row[0])
+
+
+def _why_unpaired(response: bytes, others: bytes | None, full: bool) -> SkipReason:
     """Why a turn with a verdict is in no pair: its counterparts (the turns of the other
-    verdict with its prompt) all answered as it did, else its prompt has its pairs, else
-    there is none or each that answered otherwise is in another pair."""
-    if others and all(other.response == answer.response for other in others):
+    verdict with its prompt, ``others`` what they all say when they say one thing) all
+    answered as it did, else its prompt has its pairs, else there is none or each that
+    answered otherwise is in another pair."""
+    if others is not None and others == response:
         return SkipReason.IDENTICAL_RESPONSES
     if full:
         return SkipReason.PAIR_LIMIT
     return SkipReason.UNPAIRED
+
+
+def _blob(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _text(blob: bytes) -> str:
+    return blob.decode("utf-8", "surrogatepass")

@@ -105,7 +105,8 @@ class SplitFiles:
     writer: RowWriter | None = None
     meta_sink: IO[bytes] | None = None
     records: int = 0  # in the split
-    sessions: set[str] | None = None  # of the shard being written
+    sessions: int = 0  # distinct sessions of the shard being written (the stage counts them)
+    last_session: str | None = None  # the shard's latest, counted already
     shard_of: Callable[[int], tuple[Path, Path | None]] | None = None  # a folder's shard paths
     shard_bytes: int = 0  # 0: one file
     size: int = 0  # bytes of the shard being written
@@ -119,5 +120,4 @@ class SplitFiles:
         self.writer.close()
         if self.meta_sink is not None:
             self.meta_sink.close()
-        sessions = len(self.sessions or ())
-        self.shards.append(Shard(self.data, self.meta, self.shard_records, sessions))
+        self.shards.append(Shard(self.data, self.meta, self.shard_records, self.sessions))
