@@ -17,7 +17,7 @@ from stream_app.datasets.turn_lines import SessionTurn
 from stream_app.datasets.verdicts import accepted, metadata
 
 
-class Written:
+class WrittenExamples:
     """The examples written so far, as digests on disk (any number of them): a session
     forked from another, or resumed, sends the other's turns again, and the same history
     with the same answer is one example."""
@@ -38,7 +38,7 @@ def chat_examples(
     turns: Iterable[SessionTurn],
     options: Options,
     skips: Skips,
-    written: Written,
+    written: WrittenExamples,
 ) -> Iterator[Item]:
     """The session's chat examples, each assistant message a target once.
 

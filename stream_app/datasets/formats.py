@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from stream_app.datasets.chat import Written, chat_examples
+from stream_app.datasets.chat import WrittenExamples, chat_examples
 from stream_app.datasets.content import redacted
 from stream_app.datasets.options import Options
 from stream_app.datasets.preferences import dpo_rows, kto_rows
@@ -56,7 +56,7 @@ def records(read: TurnLines, options: Options, skips: Skips) -> Iterator[Item]:
         yield from dpo_rows(read, options, skips)
         return
     if options.format == "chat":
-        written = Written()
+        written = WrittenExamples()
         for session_id, turns in sessions(read, skips):
             yield from chat_examples(session_id, turns, options, skips, written)
         return
