@@ -81,10 +81,25 @@ _PARTNER = (
     "SELECT id, at, length, key FROM answer WHERE prompt = ? AND accepted = 0"
     f" AND id NOT IN ({', '.join('?' * MAX_PAIRS)}) AND response != ? ORDER BY id LIMIT 1"
 )
+_SIDES = (
+    "SELECT accepted, COUNT(*), MIN(response), MAX(response) FROM answer WHERE prompt = ?"
+    " GROUP BY accepted"
+)
 _ANY_LEFT = (
     "SELECT 1 FROM answer WHERE prompt = ? AND accepted = 0"
     f" AND id NOT IN ({', '.join('?' * MAX_PAIRS)}) LIMIT 1"
 )
+
+
+class _Side(NamedTuple):
+    """One verdict's answers to a prompt: how many, and what they all say when they say one
+    thing (None: more than one)."""
+
+    answers: int
+    uniform: bytes | None
+
+
+_NONE = _Side(0, None)
 
 
 class _Answer(NamedTuple):
@@ -169,8 +184,12 @@ def _pairs(db: sqlite3.Connection, spool: _Spool, options: Options, skips: Skips
     profile = options.chosen_profile
     prompts = db.execute("SELECT id, hash, at, length FROM prompt ORDER BY id")
     for prompt_id, key, at, length in prompts:
+        sides = {
+            accepted: _Side(n, lo if lo == hi else None)
+            for accepted, n, lo, hi in db.execute(_SIDES, (prompt_id,))
+        }
         paired: tuple[set[int], set[int]] = (set(), set())  # ids in a pair: rejected, chosen
-        for chosen, rejected in _pairing(db, prompt_id):
+        for chosen, rejected in _pairing(db, prompt_id, sides.get(1, _NONE), sides.get(0, _NONE)):
             paired[1].add(chosen.id)
             paired[0].add(rejected.id)
             prompt = cast(list[ChatMessage], orjson.loads(spool.get(at, length)))
@@ -181,7 +200,9 @@ def _pairs(db: sqlite3.Connection, spool: _Spool, options: Options, skips: Skips
             yield Item(key, row, key, meta, (_text(chosen.key), _text(rejected.key)))
         full = len(paired[0]) >= MAX_PAIRS
         for accepted in (1, 0):
-            taken, others = paired[accepted], _uniform(db, prompt_id, 1 - accepted)
+            taken, others = paired[accepted], sides.get(1 - accepted, _NONE).uniform
+            if sides.get(accepted, _NONE).answers == len(taken):
+                continue  # every one in a pair (or none)
             alone = db.execute(
                 "SELECT id, response, key FROM answer WHERE prompt = ? AND accepted = ?"
                 " ORDER BY id",
@@ -192,14 +213,21 @@ def _pairs(db: sqlite3.Connection, spool: _Spool, options: Options, skips: Skips
                     skips.add(_text(turn), _why_unpaired(response, others, full))
 
 
-def _pairing(db: sqlite3.Connection, prompt_id: int) -> Iterator[tuple[_Answer, _Answer]]:
+def _pairing(
+    db: sqlite3.Connection, prompt_id: int, chosen_side: _Side, rejected_side: _Side
+) -> Iterator[tuple[_Answer, _Answer]]:
     """The pairs of a prompt: its chosen answers in order, each with the first rejected one
-    not yet in a pair whose response differs, until ``MAX_PAIRS``.
+    not yet in a pair whose response differs, until ``MAX_PAIRS``. None when a side is empty
+    or both say one same thing.
 
     A chosen answer that finds no partner shows every free rejected answer says what it
     does (``last``); as free ones only get fewer, a later chosen answer that says the same
     finds none either and is passed by in the query, so a prompt of any number of answers
     costs a few indexed scans, not one per answer."""
+    if not (chosen_side.answers and rejected_side.answers):
+        return
+    if chosen_side.uniform is not None and chosen_side.uniform == rejected_side.uniform:
+        return
     used: list[int] = []
     after, last = 0, None  # the chosen answer reached; what no free rejected one differs from
     while len(used) < MAX_PAIRS:
@@ -217,20 +245,6 @@ def _pairing(db: sqlite3.Connection, prompt_id: int) -> Iterator[tuple[_Answer, 
             continue
         used.append(partner[0])
         yield chosen, _Answer(*partner)
-
-
-def _uniform(db: sqlite3.Connection, prompt_id: int, accepted: int) -> bytes | None:
-    """What every answer of one side of a prompt says, when they all say one thing; None
-    when the side is empty or says more than one."""
-    side = "prompt = ? AND accepted = ?"
-    first = db.execute(f"SELECT response FROM answer WHERE {side} LIMIT 1", (prompt_id, accepted))
-    row = first.fetchone()
-    if row is None:
-        return None
-    other = f"SELECT 1 FROM answer WHERE {side} AND response != ? LIMIT 1"
-    if db.execute(other, (prompt_id, accepted, row[0])).fetchone() is not None:
-        return None
-    return cast(bytes, row[0])
 
 
 def _why_unpaired(response: bytes, others: bytes | None, full: bool) -> SkipReason:
