@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 
-CACHE_KIB = 16 * 1024  # the page cache of one scratch database
+CACHE_KIB = 2048  # the page cache of one scratch database (SQLite's default)
 
 
 def scratch_database(schema: str) -> sqlite3.Connection:
