@@ -165,7 +165,9 @@ def conversation(
 
 
 def _sizes(messages: list[ChatMessage]) -> int:
-    return sum(len(orjson.dumps(message)) for message in messages)
+    """The bytes of ``messages`` as orjson writes each (the list's, less its brackets and
+    commas: one call, not one a message)."""
+    return len(orjson.dumps(messages)) - len(messages) - 1 if messages else 0
 
 
 def prompt_hash(prompt: list[ChatMessage]) -> str:

@@ -53,6 +53,8 @@ INSERT INTO turn VALUES (?, ?, ?, ?, ?, ?, NULL, NULL, NULL, NULL, 0)
 ON CONFLICT (key) DO UPDATE SET at = excluded.at, length = excluded.length, skip = excluded.skip
 """
 _REVISE = "INSERT OR REPLACE INTO turn VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_Row = tuple[bytes, bytes | None, int, int | None, int | None, str | None]  # _PUT's
+PUT_BATCH = 1000  # lines put in the index at a time
 _FIRST = (1 << 40) - 1  # of a rank, the order of the key's first record (the rest: its partition)
 
 
@@ -76,7 +78,21 @@ class TurnLines:
     max_bytes: int = MAX_EXAMPLE_BYTES
     first_bad: int | None = None  # the number (from 1) of the first line with no turn key
     lines: int = 0  # lines seen, blank ones included (for first_bad)
-    db: sqlite3.Connection = field(default_factory=lambda: _open())
+    _db: sqlite3.Connection = field(default_factory=lambda: _open(), init=False, repr=False)
+    _pending: list[_Row] = field(default_factory=list, init=False, repr=False)  # lines to put
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        """The index's database, with every line added so far in it."""
+        self._put()
+        return self._db
+
+    def _put(self) -> None:
+        """The lines added, put in the index: by the thousand, as a statement a line costs
+        twice as much."""
+        if self._pending:
+            self._db.executemany(_PUT, self._pending)
+            self._pending.clear()
 
     def add(self, line: bytes, at: int = 0, length: int | None = None) -> None:
         """The line at ``at`` of the source: ``line`` is all of it, or, when ``length`` says
@@ -154,7 +170,9 @@ class TurnLines:
         if pair is None and self.first_bad is None:
             self.first_bad = self.lines
         session = None if pair is None else _blob(pair[0])
-        self.db.execute(_PUT, (_blob(known_as(key)), session, self.lines, *_where(line)))
+        self._pending.append((_blob(known_as(key)), session, self.lines, *_where(line)))
+        if len(self._pending) >= PUT_BATCH:
+            self._put()
 
     def line(self, where: Where) -> bytes:
         """The line at ``where`` in the source."""
@@ -202,7 +220,7 @@ class TurnLines:
 
     def close(self) -> None:
         """Lets the index go (its file is deleted)."""
-        self.db.close()
+        self._db.close()
 
 
 def _open() -> sqlite3.Connection:
@@ -427,8 +445,8 @@ class SessionTurns:
         query = (
             "SELECT key, at, length, skip FROM turn WHERE session = ? AND NOT deleted ORDER BY rank"
         )
-        for key, *place in self.read.db.execute(query, (self.session,)):
-            yield _text(key), _place(place)
+        for key, at, length, skip in self.read.db.execute(query, (self.session,)):
+            yield _text(key), (at, length) if skip is None else SkipReason(skip)
 
 
 def sessions(read: TurnLines, skips: Skips) -> Iterator[tuple[str, SessionTurns]]:
@@ -440,7 +458,9 @@ def sessions(read: TurnLines, skips: Skips) -> Iterator[tuple[str, SessionTurns]
     others = "SELECT key, skip FROM turn WHERE session IS NULL AND NOT deleted ORDER BY rank"
     for key, skip in db.execute(others):
         skips.add(_text(key), SkipReason(skip) if skip is not None else SkipReason.NOT_A_TURN)
-    db.execute("CREATE INDEX IF NOT EXISTS turn_by_session ON turn (session, rank)")
+    # Covering: a session's turns are read from the index alone, not looked up by key.
+    covering = "session, rank, key, at, length, skip, deleted"
+    db.execute(f"CREATE INDEX IF NOT EXISTS turn_by_session ON turn ({covering})")
     order = (
         "SELECT session FROM turn WHERE session IS NOT NULL AND NOT deleted"
         " GROUP BY session ORDER BY MIN(rank)"
