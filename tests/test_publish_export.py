@@ -190,7 +190,12 @@ def assert_round_trip(r: Round, source: Path) -> dict[str, dict[str, Any]]:
         ):
             by_session[orjson.loads(meta)["session_id"]].append(line)
         chats.append(dict(by_session))
-    assert chats[0] == chats[1] and sum(map(len, chats[0].values())) == len(exported)
+    # Each turn an example, but a fork's copy of an example written (the example's retry
+    # copies msg-a1): skipped duplicate_example.
+    manifest = orjson.loads((r.workdir / "file-chat.manifest.json").read_bytes())
+    duplicates = manifest["skipped"]["duplicate_example"]
+    assert duplicates == (source == EXAMPLE)
+    assert chats[0] == chats[1] and sum(map(len, chats[0].values())) + duplicates == len(exported)
 
     # Every record on the turn topic carries consistent headers, numbering its key's
     # emissions 1, 2, ... as replay emitted them, with one final_after per key.
