@@ -24,7 +24,6 @@ class WrittenExamples:
 
     def __init__(self) -> None:
         self.db = scratch_database("CREATE TABLE example (digest BLOB PRIMARY KEY) WITHOUT ROWID;")
-        self.db.execute("BEGIN")  # never committed: nothing here outlives the export
 
     def first(self, *parts: str | list[ChatMessage] | ChatMessage) -> bool:
         """Whether the example made of ``parts`` is met for the first time (now written)."""

@@ -21,7 +21,7 @@ from stream_app.datasets.conversation import (
 from stream_app.datasets.options import Options
 from stream_app.datasets.profiles import pair_row
 from stream_app.datasets.record_types import ChatMessage, Item, KtoRow
-from stream_app.datasets.scratch import scratch_database
+from stream_app.datasets.scratch import blob_text, scratch_database, text_blob
 from stream_app.datasets.skips import SkipReason, Skips
 from stream_app.datasets.turn_lines import SessionTurn, TurnLines, sessions
 from stream_app.datasets.verdicts import metadata, verdict
@@ -155,8 +155,7 @@ def dpo_rows(read: TurnLines, options: Options, skips: Skips) -> Iterator[Item]:
 def _keep(
     read: TurnLines, options: Options, skips: Skips, db: sqlite3.Connection, spool: _Spool
 ) -> None:
-    """Every turn with a verdict, kept in ``db`` and ``spool`` (one transaction)."""
-    db.execute("BEGIN")
+    """Every turn with a verdict, kept in ``db`` and ``spool``."""
     for session_id, turns in sessions(read, skips):
         for step, label in _judged(session_id, turns, options, skips):
             key = prompt_hash(step.before)
@@ -174,9 +173,8 @@ def _keep(
             db.execute(
                 "INSERT INTO answer (prompt, accepted, response, key, at, length)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
-                (prompt_id, label, response, _blob(step.key), *spool.put(answer)),
+                (prompt_id, label, response, text_blob(step.key), *spool.put(answer)),
             )
-    db.execute("COMMIT")
 
 
 def _pairs(db: sqlite3.Connection, spool: _Spool, options: Options, skips: Skips) -> Iterator[Item]:
@@ -197,7 +195,7 @@ def _pairs(db: sqlite3.Connection, spool: _Spool, options: Options, skips: Skips
             rejected_message, rejected_meta = orjson.loads(spool.get(rejected.at, rejected.length))
             meta = {"prompt_sha256": key, "chosen": chosen_meta, "rejected": rejected_meta}
             row = pair_row(prompt, chosen_message, rejected_message, profile)
-            yield Item(key, row, key, meta, (_text(chosen.key), _text(rejected.key)))
+            yield Item(key, row, key, meta, (blob_text(chosen.key), blob_text(rejected.key)))
         full = len(paired[0]) >= MAX_PAIRS
         for accepted in (1, 0):
             taken, others = paired[accepted], sides.get(1 - accepted, _NONE).uniform
@@ -210,7 +208,7 @@ def _pairs(db: sqlite3.Connection, spool: _Spool, options: Options, skips: Skips
             )
             for answer_id, response, turn in alone:
                 if answer_id not in taken:
-                    skips.add(_text(turn), _why_unpaired(response, others, full))
+                    skips.add(blob_text(turn), _why_unpaired(response, others, full))
 
 
 def _pairing(
@@ -257,11 +255,3 @@ def _why_unpaired(response: bytes, others: bytes | None, full: bool) -> SkipReas
     if full:
         return SkipReason.PAIR_LIMIT
     return SkipReason.UNPAIRED
-
-
-def _blob(text: str) -> bytes:
-    return text.encode("utf-8", "surrogatepass")
-
-
-def _text(blob: bytes) -> str:
-    return blob.decode("utf-8", "surrogatepass")

@@ -17,12 +17,24 @@ CACHE_KIB = 2048  # the page cache of one scratch database (SQLite's default)
 
 def scratch_database(schema: str) -> sqlite3.Connection:
     """A new private temporary database (an empty file name: on disk, deleted on close) with
-    ``schema`` applied, in autocommit mode: the caller opens a transaction around a run of
-    writes (``BEGIN`` ... ``COMMIT``), as nothing here needs to survive a crash."""
+    ``schema`` applied, in one transaction that is never committed: nothing here outlives
+    the export, and a statement outside a transaction would be a transaction of its own."""
     db = sqlite3.connect("", isolation_level=None, check_same_thread=False)
     db.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
     db.execute("PRAGMA journal_mode = OFF")
     db.execute("PRAGMA synchronous = OFF")
     db.execute("PRAGMA temp_store = FILE")
     db.executescript(schema)
+    db.execute("BEGIN")
     return db
+
+
+def text_blob(text: str) -> bytes:
+    """Text as a scratch database keeps it: UTF-8, a lone surrogate passed (a key or id may
+    hold one, which the skips name)."""
+    return text.encode("utf-8", "surrogatepass")
+
+
+def blob_text(blob: bytes) -> str:
+    """The text of :func:`text_blob`."""
+    return blob.decode("utf-8", "surrogatepass")

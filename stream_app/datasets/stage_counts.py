@@ -4,7 +4,7 @@ and the prompts each split trains on, on disk, since both grow with the input.""
 from __future__ import annotations
 
 from stream_app.datasets.options import Split
-from stream_app.datasets.scratch import scratch_database
+from stream_app.datasets.scratch import scratch_database, text_blob
 from stream_app.datasets.writers import SplitFiles
 
 _COUNTS_SCHEMA = """
@@ -29,7 +29,6 @@ class StageCounts:
 
     def __init__(self) -> None:
         self.db = scratch_database(_COUNTS_SCHEMA)
-        self.db.execute("BEGIN")
 
     def session(self, target: SplitFiles, session_id: str) -> None:
         """``session_id`` has a record in ``target``'s shard being written: counted in its
@@ -38,7 +37,7 @@ class StageCounts:
         if session_id == target.last_session:
             return
         target.last_session = session_id
-        row = (target.split, len(target.shards), session_id.encode("utf-8", "surrogatepass"))
+        row = (target.split, len(target.shards), text_blob(session_id))
         added = self.db.execute("INSERT OR IGNORE INTO shard_session VALUES (?, ?, ?)", row)
         target.sessions += added.rowcount
 

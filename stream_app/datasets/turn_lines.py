@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from stream_app.core.records import turn_key as worker_key
 from stream_app.core.revisions import Kept, RevisionHeaders, replaces, turn_identity
 from stream_app.datasets.options import MAX_EXAMPLE_BYTES
-from stream_app.datasets.scratch import scratch_database
+from stream_app.datasets.scratch import blob_text, scratch_database, text_blob
 from stream_app.datasets.skips import SkipReason, Skips
 from stream_app.models.json_types import Json
 from stream_app.models.turn import Turn, TurnDict
@@ -78,7 +78,9 @@ class TurnLines:
     max_bytes: int = MAX_EXAMPLE_BYTES
     first_bad: int | None = None  # the number (from 1) of the first line with no turn key
     lines: int = 0  # lines seen, blank ones included (for first_bad)
-    _db: sqlite3.Connection = field(default_factory=lambda: _open(), init=False, repr=False)
+    _db: sqlite3.Connection = field(
+        default_factory=lambda: scratch_database(_SCHEMA), init=False, repr=False
+    )
     _pending: list[_Row] = field(default_factory=list, init=False, repr=False)  # lines to put
 
     @property
@@ -139,7 +141,7 @@ class TurnLines:
         first = self.records if row is None else row[0] & _FIRST
         text = identity.decode()
         pair = turn_key(text)
-        session = None if pair is None else _blob(pair[0])
+        session = None if pair is None else text_blob(pair[0])
         place: tuple[int | None, int | None, str | None] = (None, None, None)
         if line is not None:
             place = _where(SkipReason.TOO_LARGE if line[1] > self.max_bytes else line)
@@ -169,8 +171,8 @@ class TurnLines:
         pair = turn_key(key)
         if pair is None and self.first_bad is None:
             self.first_bad = self.lines
-        session = None if pair is None else _blob(pair[0])
-        self._pending.append((_blob(known_as(key)), session, self.lines, *_where(line)))
+        session = None if pair is None else text_blob(pair[0])
+        self._pending.append((text_blob(known_as(key)), session, self.lines, *_where(line)))
         if len(self._pending) >= PUT_BATCH:
             self._put()
 
@@ -183,7 +185,7 @@ class TurnLines:
     def where(self, key: str) -> Where | SkipReason | None:
         """Where the latest line of ``key`` is, or why it is no turn; None: not read."""
         row = self.db.execute(
-            "SELECT at, length, skip FROM turn WHERE key = ? AND NOT deleted", (_blob(key),)
+            "SELECT at, length, skip FROM turn WHERE key = ? AND NOT deleted", (text_blob(key),)
         ).fetchone()
         return None if row is None else _place(row)
 
@@ -193,7 +195,7 @@ class TurnLines:
             "SELECT key, at, length, skip FROM turn WHERE NOT deleted ORDER BY rank"
         )
         for key, *place in rows:
-            yield _text(key), _place(place)
+            yield blob_text(key), _place(place)
 
     def kept(self) -> Iterator[tuple[bool, float | None]]:
         """For each key of a topic: whether the record kept deletes it, and its headers'
@@ -221,20 +223,6 @@ class TurnLines:
     def close(self) -> None:
         """Lets the index go (its file is deleted)."""
         self._db.close()
-
-
-def _open() -> sqlite3.Connection:
-    db = scratch_database(_SCHEMA)
-    db.execute("BEGIN")  # one transaction, never committed: nothing here outlives the export
-    return db
-
-
-def _blob(text: str) -> bytes:
-    return text.encode("utf-8", "surrogatepass")
-
-
-def _text(blob: bytes) -> str:
-    return blob.decode("utf-8", "surrogatepass")
 
 
 def _where(line: Where | SkipReason) -> tuple[int | None, int | None, str | None]:
@@ -446,7 +434,7 @@ class SessionTurns:
             "SELECT key, at, length, skip FROM turn WHERE session = ? AND NOT deleted ORDER BY rank"
         )
         for key, at, length, skip in self.read.db.execute(query, (self.session,)):
-            yield _text(key), (at, length) if skip is None else SkipReason(skip)
+            yield blob_text(key), _place((at, length, skip))
 
 
 def sessions(read: TurnLines, skips: Skips) -> Iterator[tuple[str, SessionTurns]]:
@@ -457,7 +445,7 @@ def sessions(read: TurnLines, skips: Skips) -> Iterator[tuple[str, SessionTurns]
     db = read.db
     others = "SELECT key, skip FROM turn WHERE session IS NULL AND NOT deleted ORDER BY rank"
     for key, skip in db.execute(others):
-        skips.add(_text(key), SkipReason(skip) if skip is not None else SkipReason.NOT_A_TURN)
+        skips.add(blob_text(key), SkipReason(skip) if skip is not None else SkipReason.NOT_A_TURN)
     # Covering: a session's turns are read from the index alone, not looked up by key.
     covering = "session, rank, key, at, length, skip, deleted"
     db.execute(f"CREATE INDEX IF NOT EXISTS turn_by_session ON turn ({covering})")
@@ -466,5 +454,5 @@ def sessions(read: TurnLines, skips: Skips) -> Iterator[tuple[str, SessionTurns]
         " GROUP BY session ORDER BY MIN(rank)"
     )
     for (session,) in db.execute(order):
-        session_id = _text(session)
+        session_id = blob_text(session)
         yield session_id, SessionTurns(read, session, session_id)
